@@ -1,0 +1,34 @@
+"""ptlabs: the small helper package of the PyTorch core-API book.
+
+It holds infrastructure (device choice, seeding, printing, timing, exercise checks) and
+nothing the book is teaching: notebooks call ``torch`` directly for every lesson.
+"""
+
+from .checks import ExerciseError, check_close, check_equal, check_function, check_tensor, verdict
+from .device import pick_device, seed_everything
+from .environment import environment_report, format_report
+from .plotting import use_book_style
+from .printing import set_print_options
+from .session import setup
+from .timing import compare, measure, speedup
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ExerciseError",
+    "check_close",
+    "check_equal",
+    "check_function",
+    "check_tensor",
+    "compare",
+    "environment_report",
+    "format_report",
+    "measure",
+    "pick_device",
+    "seed_everything",
+    "set_print_options",
+    "setup",
+    "speedup",
+    "use_book_style",
+    "verdict",
+]

@@ -1,0 +1,144 @@
+"""Exercise checks: one verdict line when the answer is right, a precise error when it is not.
+
+A learner's wrong answer should be met with *what* is wrong (shape, dtype, device, which
+element and by how much) and a hint at *why*, not a bare ``AssertionError``. Each check
+raises :class:`ExerciseError` (an ``AssertionError``, so nbgrader and pytest count it as a
+failed test) and prints exactly one line on success, which nbval then validates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["ExerciseError", "check_close", "check_tensor", "check_equal", "check_function", "verdict"]
+
+
+class ExerciseError(AssertionError):
+    """A learner's answer is wrong; the message says what and why."""
+
+
+def verdict(name: str, detail: str = "") -> None:
+    """Print the single success line every check ends with."""
+    print(f"✅ {name}: correct" + (f" ({detail})" if detail else ""))
+
+
+def check_function(namespace: Mapping[str, Any], name: str) -> Callable[..., Any]:
+    """Return the callable ``name`` from ``namespace`` (usually ``globals()``), or explain its absence."""
+    if name not in namespace:
+        raise ExerciseError(f"{name}: no function named {name!r} is defined; run the cell that defines it first")
+    candidate = namespace[name]
+    if not callable(candidate):
+        raise ExerciseError(f"{name}: {name!r} is a {type(candidate).__name__}, not a function")
+    return candidate
+
+
+def check_tensor(
+    actual: object,
+    *,
+    name: str,
+    shape: tuple[int, ...] | None = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+    announce: bool = True,
+) -> torch.Tensor:
+    """Check that ``actual`` is a tensor with the given shape, dtype and device.
+
+    Checks run in that order because a wrong shape usually explains everything after it.
+    ``announce=False`` suppresses the verdict line when another check follows.
+    """
+    if not isinstance(actual, torch.Tensor):
+        raise ExerciseError(f"{name}: expected a torch.Tensor, got {type(actual).__name__}")
+    if shape is not None and tuple(actual.shape) != tuple(shape):
+        hint = ""
+        if actual.numel() == torch.Size(shape).numel():
+            hint = "; same number of elements, so a reshape, view or transpose is probably in the wrong order"
+        raise ExerciseError(f"{name}: shape is {tuple(actual.shape)}, expected {tuple(shape)}{hint}")
+    if dtype is not None and actual.dtype != dtype:
+        raise ExerciseError(
+            f"{name}: dtype is {actual.dtype}, expected {dtype}; "
+            "integer inputs make int64 tensors and float64 doubles memory, so convert explicitly"
+        )
+    if device is not None and not _same_device(actual.device, torch.device(device)):
+        raise ExerciseError(
+            f"{name}: tensor is on {actual.device}, expected {torch.device(device)}; "
+            "results must stay on the device of the inputs (create tensors with device=...)"
+        )
+    if announce:
+        verdict(name, f"shape {tuple(actual.shape)}, {actual.dtype}, {actual.device.type}")
+    return actual
+
+
+def check_close(
+    actual: object,
+    expected: torch.Tensor,
+    *,
+    name: str,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> None:
+    """Check shape, dtype and device against ``expected``, then the values within tolerance.
+
+    Tolerances default to ``torch.testing.assert_close``'s for the dtype. On failure the
+    message names how many elements are off and the worst one: its index, both values and
+    the difference.
+    """
+    tensor = check_tensor(
+        actual, name=name, shape=tuple(expected.shape), dtype=expected.dtype, device=expected.device, announce=False
+    )
+    try:
+        torch.testing.assert_close(tensor, expected, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError:
+        raise ExerciseError(f"{name}: {_describe_mismatch(tensor, expected, rtol, atol)}") from None
+    verdict(name, f"shape {tuple(tensor.shape)}, {tensor.dtype}, values match")
+
+
+def check_equal(actual: object, expected: object, *, name: str) -> None:
+    """Check a plain Python value (a stride tuple, a label, a count) for equality."""
+    if isinstance(expected, tuple) and isinstance(actual, (list, torch.Size)):
+        actual = tuple(actual)
+    if type(actual) is not type(expected) and not (isinstance(actual, int) and isinstance(expected, int)):
+        raise ExerciseError(f"{name}: expected a {type(expected).__name__}, got {type(actual).__name__} ({actual!r})")
+    if actual != expected:
+        raise ExerciseError(f"{name}: got {actual!r}, expected {expected!r}")
+    verdict(name, repr(expected))
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    if a.type != b.type:
+        return False
+    return a.index is None or b.index is None or a.index == b.index
+
+
+def _describe_mismatch(actual: torch.Tensor, expected: torch.Tensor, rtol: float | None, atol: float | None) -> str:
+    """Say how many elements are beyond tolerance and which one is worst."""
+    if rtol is None or atol is None:
+        rtol, atol = _default_tolerances(expected.dtype)
+    got = actual.detach().cpu().to(torch.float64)
+    want = expected.detach().cpu().to(torch.float64)
+    diff = (got - want).abs()
+    nan_mismatch = got.isnan() != want.isnan()
+    diff = torch.where(nan_mismatch, torch.full_like(diff, float("inf")), diff.nan_to_num(0.0))
+    bad = diff > atol + rtol * want.abs().nan_to_num(0.0)
+    worst = int(diff.argmax()) if diff.numel() else 0
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), diff.shape)) if diff.dim() else ()
+    return (
+        f"{int(bad.sum())} of {diff.numel()} values differ beyond tolerance (rtol={rtol:g}, atol={atol:g}); "
+        f"worst at index {index}: got {got[index].item():.6g}, expected {want[index].item():.6g} "
+        f"(difference {diff[index].item():.3g})"
+    )
+
+
+def _default_tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """The defaults ``torch.testing.assert_close`` documents for each dtype (exact for integers)."""
+    table = {
+        torch.float16: (1e-3, 1e-5),
+        torch.bfloat16: (1.6e-2, 1e-5),
+        torch.float32: (1.3e-6, 1e-5),
+        torch.float64: (1e-7, 1e-7),
+        torch.complex64: (1.3e-6, 1e-5),
+        torch.complex128: (1e-7, 1e-7),
+    }
+    return table.get(dtype, (0.0, 0.0))

@@ -1,0 +1,41 @@
+"""The canonical first code cell of every notebook: install `ptlabs` in Colab or a fresh venv.
+
+It installs from the book's GitHub repository at the tag of the current `ptlabs` version
+(never a moving branch), and only when `ptlabs` is missing. pip leaves an installed torch
+alone because `ptlabs` accepts any torch >= 2.1. `PTLABS_PIP_SOURCE` overrides the source,
+which is how the tests install from the local checkout.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOTSTRAP_TAG = "bootstrap"
+
+
+def repository_url() -> str:
+    """The repository URL from _config.yml, the one place it is written."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["repository"]["url"].rstrip("/")
+
+
+def ptlabs_version() -> str:
+    """The package version from pyproject.toml; releases are tagged v<version>."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def bootstrap_source() -> str:
+    """The exact source of the bootstrap cell for the current repository URL and version."""
+    source = f"ptlabs @ git+{repository_url()}@v{ptlabs_version()}"
+    return (
+        "# Colab / fresh environment: install the book's helper package if it is missing (torch is left as it is).\n"
+        "import importlib.util, os, subprocess, sys\n"
+        "\n"
+        'if importlib.util.find_spec("ptlabs") is None:\n'
+        f'    source = os.environ.get("PTLABS_PIP_SOURCE", "{source}")\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)'
+    )

@@ -1,0 +1,35 @@
+"""Reads tests/notebooks.toml: the one list of notebooks, their budgets and GPU needs."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = Path(__file__).resolve().parent / "notebooks.toml"
+
+
+@dataclass(frozen=True)
+class NotebookEntry:
+    """One validated notebook: its path relative to the repository root and what it may cost."""
+
+    path: str
+    budget_s: float
+    gpu_cells: bool
+
+
+def load_manifest(manifest: Path = MANIFEST) -> dict[str, NotebookEntry]:
+    """Return the entries keyed by relative path."""
+    data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    default_budget = data.get("defaults", {}).get("budget_s", 60)
+    return {
+        path: NotebookEntry(path, float(spec.get("budget_s", default_budget)), bool(spec.get("gpu_cells", False)))
+        for path, spec in data["notebooks"].items()
+    }
+
+
+def notebooks_on_disk(root: Path = ROOT) -> list[str]:
+    """Chapter notebooks and lab sources present in the tree, as relative paths."""
+    found = [*root.glob("notebooks/*.ipynb"), *root.glob("labs/source/*/*.ipynb")]
+    return sorted(str(p.relative_to(root)) for p in found if ".ipynb_checkpoints" not in p.parts)

@@ -1,0 +1,81 @@
+"""Execute notebooks the way the book commits them: top to bottom, on this machine, GPU cells skipped.
+
+Shared by `make refresh` (which writes the outputs back) and the tests (which read them).
+Nothing is written unless the whole notebook ran: a broken notebook is reported and left as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nbformat
+import torch
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from tests.bootstrap import BOOTSTRAP_TAG, bootstrap_source
+
+GPU_TAG = "gpu"
+
+
+class NotebookError(Exception):
+    """A notebook could not be read or did not run; the message names the file and the cell."""
+
+
+def tags(cell: nbformat.NotebookNode) -> set[str]:
+    """The cell's tags (an empty set when it has none)."""
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """Read and validate a notebook, turning every failure into a NotebookError that names the file."""
+    if not path.is_file():
+        raise NotebookError(f"{path}: no such notebook")
+    try:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises several unrelated types for a damaged file
+        raise NotebookError(f"{path}: not a valid notebook ({type(exc).__name__}: {exc})") from None
+    return nb
+
+
+def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, *, run_gpu_cells: bool | None = None) -> float:
+    """Run every code cell in order, in ``workdir``; return the wall time in seconds.
+
+    Cells tagged ``gpu`` run only when CUDA is available (or ``run_gpu_cells`` says so); on a
+    CPU their outputs are cleared, as the committed notebooks have them. Cells tagged
+    ``raises-exception`` may fail; any other error raises NotebookError naming the cell.
+    Widget state is stored in the notebook metadata so the website can draw the widgets.
+    """
+    run_gpu = torch.cuda.is_available() if run_gpu_cells is None else run_gpu_cells
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
+    started = time.perf_counter()
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            if GPU_TAG in tags(cell) and not run_gpu:
+                cell.outputs, cell.execution_count = [], None
+                continue
+            try:
+                client.execute_cell(cell, index)
+            except CellExecutionError as exc:
+                raise NotebookError(f"code cell {index} failed:\n{exc}") from None
+        client.set_widgets_metadata()
+    return time.perf_counter() - started
+
+
+def ensure_bootstrap(nb: nbformat.NotebookNode) -> bool:
+    """Make the first code cell the canonical Colab bootstrap; return True when it changed."""
+    first = next((cell for cell in nb.cells if cell.cell_type == "code"), None)
+    wanted = bootstrap_source()
+    if first is not None and BOOTSTRAP_TAG in tags(first):
+        if first.source == wanted:
+            return False
+        first.source = wanted
+        return True
+    cell = nbformat.v4.new_code_cell(wanted, metadata={"tags": [BOOTSTRAP_TAG, "nbval-ignore-output"]})
+    position = nb.cells.index(first) if first is not None else len(nb.cells)
+    nb.cells.insert(position, cell)
+    return True

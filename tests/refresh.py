@@ -1,0 +1,55 @@
+"""`make refresh`: re-execute notebooks in place and regenerate the lab releases.
+
+Usage: python -m tests.refresh [NOTEBOOK ...]   (default: every notebook in tests/notebooks.toml)
+
+Each notebook is executed in memory and written back only when every cell ran; a missing
+file or a broken notebook is reported and left untouched, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+
+from tests.lab_tools import regenerate_releases
+from tests.manifest import ROOT, load_manifest
+from tests.notebook_tools import NotebookError, ensure_bootstrap, execute_notebook, read_notebook
+
+
+def refresh_notebook(path: Path) -> float:
+    """Execute one notebook and write it back; return its run time."""
+    nb = read_notebook(path)
+    ensure_bootstrap(nb)
+    seconds = execute_notebook(nb, path.parent)
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to refresh (default: all)")
+    args = parser.parse_args(argv)
+    manifest = load_manifest()
+    paths = args.notebooks or [ROOT / entry for entry in manifest]
+    failures = 0
+    for path in paths:
+        try:
+            seconds = refresh_notebook(path)
+        except NotebookError as exc:
+            failures += 1
+            print(f"FAILED {path}: {exc}\n  (left unchanged)", file=sys.stderr)
+            continue
+        budget = manifest.get(str(path.resolve().relative_to(ROOT)))
+        limit = f" / budget {budget.budget_s:.0f} s" if budget else ""
+        print(f"refreshed {path} in {seconds:.1f} s{limit}")
+    if not args.notebooks and not failures:
+        for release in regenerate_releases():
+            print(f"regenerated {release}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
