@@ -49,7 +49,9 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, *, run_gpu_cells:
     Widget state is stored in the notebook metadata so the website can draw the widgets.
     """
     run_gpu = torch.cuda.is_available() if run_gpu_cells is None else run_gpu_cells
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}
+    )
     started = time.perf_counter()
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):

@@ -1,0 +1,60 @@
+"""`make refresh` reports a missing file or a broken notebook and changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.notebook_tools import NotebookError, execute_notebook, read_notebook
+from tests.refresh import main
+
+
+def _notebook(path: Path, *sources: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_missing_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "nope.ipynb")]) == 1
+    assert "nope.ipynb: no such notebook" in capsys.readouterr().err
+    assert not (tmp_path / "nope.ipynb").exists()
+
+
+def test_invalid_json_is_reported_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text('{"cells": [', encoding="utf-8")
+    assert main([str(broken)]) == 1
+    assert "not a valid notebook" in capsys.readouterr().err
+    assert broken.read_text(encoding="utf-8") == '{"cells": ['
+
+
+def test_failing_cell_is_reported_and_notebook_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _notebook(tmp_path / "fails.ipynb", "x = 1", "1 / 0")
+    before = path.read_bytes()
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "failed" in err and "ZeroDivisionError" in err
+    assert path.read_bytes() == before
+
+
+def test_gpu_cells_are_skipped_and_announced_errors_allowed(tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "ok.ipynb", "print('cpu')", "print('gpu')", "raise ValueError('shown on purpose')")
+    nb = read_notebook(path)
+    nb.cells[1].metadata["tags"] = ["gpu"]
+    nb.cells[2].metadata["tags"] = ["raises-exception"]
+    execute_notebook(nb, tmp_path, run_gpu_cells=False)
+    assert nb.cells[0].outputs[0].text == "cpu\n"
+    assert nb.cells[1].outputs == [] and nb.cells[1].execution_count is None
+    assert nb.cells[2].outputs[0].ename == "ValueError"
+
+
+def test_read_notebook_rejects_schema_errors(tmp_path: Path) -> None:
+    path = tmp_path / "bad.ipynb"
+    path.write_text('{"cells": 3, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', encoding="utf-8")
+    with pytest.raises(NotebookError, match="not a valid notebook"):
+        read_notebook(path)
