@@ -1,0 +1,428 @@
+"""The lab pipeline: nbgrader source notebooks -> student releases -> graded submissions.
+
+The labs/ folder is an nbgrader course (labs/nbgrader_config.py makes its own folder the course
+root). Everything here drives nbgrader through its command line, exactly as an instructor does,
+so the tests prove the commands in book/instructors.md, not a private shortcut around them.
+
+Tests never grade inside the real labs/ folder: they copy the course (config + source/) into a
+temporary folder, regenerate the release there, drop submissions into submitted/<student>/<lab>/
+and run ``nbgrader autograde <lab>``, which grades every submitted student. Scores are read back
+from the gradebook. To save time the students are split over a few copies of that course, graded
+side by side (see grade_labs).
+
+`make refresh` (tests/refresh.py) executes the lab sources like every other notebook, then calls
+regenerate_releases() here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+LABS = ROOT / "labs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CONFIG_NAME = "nbgrader_config.py"
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+
+#: Student ids of the two reference submissions; a fixture's student id is ``wrong-<fixture stem>``.
+SOLUTION_STUDENT = "solution"
+BLANK_STUDENT = "blank"
+
+# A fixture file is tests/fixtures/<lab>/<solution grade_id>__<short wrong idea>.py
+_FIXTURE_NAME = re.compile(r"^(?P<grade_id>[A-Za-z0-9_]+?)__(?P<idea>[A-Za-z0-9_]+)$")
+
+
+class LabToolError(Exception):
+    """nbgrader failed or a lab is malformed; the message carries nbgrader's own output."""
+
+
+# ---------------------------------------------------------------------------------------- discovery
+
+
+def lab_names(labs: Path = LABS) -> list[str]:
+    """The labs of the course: every folder in labs/source that holds a notebook, sorted.
+
+    Discovering labs (rather than listing them) lets a new lab join the tests by existing.
+    """
+    source = labs / "source"
+    if not source.is_dir():
+        return []
+    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+
+
+def source_notebooks(lab: str, labs: Path = LABS) -> list[Path]:
+    """The source notebooks of one lab (usually exactly one)."""
+    return sorted((labs / "source" / lab).glob("*.ipynb"))
+
+
+def release_notebooks(lab: str, labs: Path = LABS) -> list[Path]:
+    """The generated student notebooks of one lab."""
+    return sorted((labs / "release" / lab).glob("*.ipynb"))
+
+
+def nbgrader_meta(cell: nbformat.NotebookNode) -> dict[str, Any]:
+    """The cell's nbgrader metadata ({} for a cell nbgrader does not manage)."""
+    return dict(cell.get("metadata", {}).get("nbgrader", {}))
+
+
+def solution_cells(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
+    """Cells a student edits (nbgrader ``solution: true``, not graded themselves), by grade_id."""
+    return {
+        meta["grade_id"]: cell
+        for cell in nb.cells
+        if (meta := nbgrader_meta(cell)).get("solution") and not meta.get("grade") and cell.cell_type == "code"
+    }
+
+
+def graded_cells(nb: nbformat.NotebookNode) -> dict[str, nbformat.NotebookNode]:
+    """Autograded code cells (``grade: true``, not a solution), by grade_id."""
+    return {
+        meta["grade_id"]: cell
+        for cell in nb.cells
+        if (meta := nbgrader_meta(cell)).get("grade") and not meta.get("solution") and cell.cell_type == "code"
+    }
+
+
+def strip_solution_markers(source: str) -> str:
+    """A solution cell's source as a student would write it: the BEGIN/END SOLUTION lines removed."""
+    lines = [line for line in source.splitlines() if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """A typical wrong answer: the full replacement source of one solution cell."""
+
+    lab: str
+    grade_id: str  # the solution cell it replaces; its test cell is "test_" + grade_id
+    idea: str  # the short name of the mistake
+    path: Path
+
+    @property
+    def student(self) -> str:
+        """The student id this wrong answer is submitted under."""
+        return f"wrong-{self.path.stem}"
+
+    @property
+    def test_id(self) -> str:
+        """The grade_id of the test cell that must reject this answer."""
+        return f"test_{self.grade_id}"
+
+    def source(self) -> str:
+        """The replacement cell source."""
+        return self.path.read_text(encoding="utf-8").rstrip("\n")
+
+
+def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
+    """The wrong-answer fixtures of one lab, sorted; a misnamed file raises instead of being skipped."""
+    found = []
+    for path in sorted((root / lab).glob("*.py")):
+        match = _FIXTURE_NAME.match(path.stem)
+        if match is None:
+            raise LabToolError(f"{path}: fixture names are <solution grade_id>__<short_wrong_idea>.py")
+        found.append(Fixture(lab, match["grade_id"], match["idea"], path))
+    return found
+
+
+# ------------------------------------------------------------------------------------ running nbgrader
+
+
+def run_nbgrader(args: Iterable[str], course: Path) -> str:
+    """Run ``nbgrader ARGS`` in the course folder with this interpreter; return its output.
+
+    ``python -m nbgrader`` with ``sys.executable`` uses the same environment as the tests (and its
+    ``python3`` kernel), whatever is first on PATH. Running in the course folder makes nbgrader read
+    that folder's nbgrader_config.py, hence that folder's gradebook.
+    """
+    command = [sys.executable, "-m", "nbgrader", *args]
+    # nbgrader shells out to `alembic` (gradebook migrations), found on PATH: put this environment's
+    # scripts first, as an activated virtual environment would.
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True, check=False)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise LabToolError(f"`nbgrader {' '.join(args)}` in {course} failed ({result.returncode}):\n{output}")
+    return output
+
+
+def copy_course(dest: Path, labs: Path = LABS) -> Path:
+    """Make a fresh course at ``dest`` from the config and the sources only (no release, no grades).
+
+    Starting from the sources alone means the copy reproduces what an instructor gets, and nothing
+    a previous run left behind (gradebook, submissions) can leak into a test.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(labs / CONFIG_NAME, dest / CONFIG_NAME)
+    shutil.copytree(labs / "source", dest / "source", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    return dest
+
+
+def generate_assignment(course: Path, lab: str) -> Path:
+    """``nbgrader generate_assignment LAB --force`` in ``course``; return the release folder.
+
+    This also records the lab (with its hidden tests and checksums) in the course gradebook, which
+    autograde needs later.
+    """
+    run_nbgrader(["generate_assignment", lab, "--force"], course)
+    release = course / "release" / lab
+    if not release.is_dir():
+        raise LabToolError(f"nbgrader wrote no {release}")
+    return release
+
+
+def regenerate_releases(labs: Path = LABS) -> list[Path]:
+    """Regenerate labs/release/<lab>/ for every lab; return the release folders.
+
+    nbgrader runs in a temporary copy of the course so that the real labs/ folder gets only the
+    release (no gradebook.db, no log); the release is then copied over the old one. The output is
+    deterministic (nbgrader does not execute the notebook and stores no timestamps in it), so a
+    regenerated release equals the committed one until a source notebook changes. The release of
+    a lab whose source is gone is removed: it is generated output with nothing left to generate it.
+    """
+    names = lab_names(labs)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="ptlabs-release-") as tmp:
+        course = copy_course(Path(tmp) / "course", labs)
+        for lab in names:
+            generated = generate_assignment(course, lab)
+            target = labs / "release" / lab
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(generated, target)
+            written.append(target)
+    for stale in stale_releases(labs):
+        shutil.rmtree(stale)
+    return written
+
+
+def stale_releases(labs: Path = LABS) -> list[Path]:
+    """Release folders without a source lab (left behind by a renamed or deleted lab)."""
+    release = labs / "release"
+    names = set(lab_names(labs))
+    return sorted(p for p in release.iterdir() if p.is_dir() and p.name not in names) if release.is_dir() else []
+
+
+# ----------------------------------------------------------------------------------------- submissions
+
+
+def build_submission(release_nb: nbformat.NotebookNode, replacements: Mapping[str, str]) -> nbformat.NotebookNode:
+    """A student notebook: the release with the sources of some solution cells replaced.
+
+    ``replacements`` maps a solution cell's grade_id to its new source; an unknown grade_id raises
+    (a stale fixture must not silently test nothing).
+    """
+    nb = nbformat.from_dict(release_nb)
+    cells = solution_cells(nb)
+    unknown = sorted(set(replacements) - set(cells))
+    if unknown:
+        raise LabToolError(f"no solution cell with grade_id {', '.join(unknown)} (known: {', '.join(sorted(cells))})")
+    for grade_id, source in replacements.items():
+        cells[grade_id].source = source
+    return nb
+
+
+def solution_sources(source_nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The source notebook's solution cells, markers removed: a perfect student's answers."""
+    return {grade_id: strip_solution_markers(cell.source) for grade_id, cell in solution_cells(source_nb).items()}
+
+
+def submit(course: Path, lab: str, student: str, notebooks: Mapping[str, nbformat.NotebookNode]) -> Path:
+    """Place a submission where nbgrader looks for it: submitted/<student>/<lab>/<notebook>.ipynb."""
+    folder = course / "submitted" / student / lab
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, nb in notebooks.items():
+        nbformat.write(nb, folder / name)
+    return folder
+
+
+#: student id -> notebook file name -> notebook
+Submissions = dict[str, dict[str, nbformat.NotebookNode]]
+
+
+def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture]) -> Submissions:
+    """The submissions that prove a lab's checks: student id -> notebook file name -> notebook.
+
+    ``solution``: the release with the source's solution cells (markers removed) -- must earn full
+    marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<fixture>``: the solution
+    with exactly one cell replaced by a typical wrong answer, so any lost points come from that cell.
+    """
+    sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
+    releases = {p.name: nbformat.read(p, as_version=4) for p in release_notebooks(lab, course)}
+    if sorted(sources) != sorted(releases):
+        raise LabToolError(f"{lab}: release notebooks {sorted(releases)} differ from sources {sorted(sources)}")
+    answers = {name: solution_sources(nb) for name, nb in sources.items()}
+    submissions = {
+        SOLUTION_STUDENT: {name: build_submission(releases[name], answers[name]) for name in releases},
+        BLANK_STUDENT: releases,
+    }
+    for fixture in lab_fixtures:
+        if not any(fixture.grade_id in answers[name] for name in releases):
+            raise LabToolError(f"{fixture.path}: {lab} has no solution cell with grade_id {fixture.grade_id!r}")
+        notebooks = {}
+        for name, release in releases.items():
+            wrong = dict(answers[name])
+            if fixture.grade_id in wrong:
+                wrong[fixture.grade_id] = fixture.source()
+            notebooks[name] = build_submission(release, wrong)
+        submissions[fixture.student] = notebooks
+    return submissions
+
+
+# ------------------------------------------------------------------------------------------- grading
+
+#: student -> graded cell grade_id -> (score, max score)
+Scores = dict[str, dict[str, tuple[float, float]]]
+
+
+def autograde(course: Path, lab: str) -> str:
+    """One ``nbgrader autograde LAB``: grades every student under submitted/ in one process."""
+    return run_nbgrader(["autograde", lab], course)
+
+
+def read_scores(course: Path, lab: str) -> Scores:
+    """Every submission's score per graded cell, from the course gradebook (nbgrader.api)."""
+    from nbgrader.api import Gradebook  # imported late: nbgrader pulls in SQLAlchemy and friends
+
+    scores: Scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for submission in gradebook.assignment_submissions(lab):
+            per_cell = scores.setdefault(submission.student_id, {})
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    per_cell[grade.name] = (float(grade.score), float(grade.max_score))
+    return scores
+
+
+@dataclass
+class GradedLab:
+    """The outcome of one lab's round trip in a temporary course."""
+
+    lab: str
+    release: Path  # the release nbgrader regenerated from the sources (compare with labs/release)
+    scores: Scores  # student id -> cell -> (score, max score)
+    fixtures: list[Fixture]
+    seconds: float  # wall time of the round trip
+
+
+def default_jobs() -> int:
+    """How many nbgrader processes to run at once: $PTLABS_LAB_JOBS, else twice the CPU count, at most 4.
+
+    Twice, because a grading process spends part of its time waiting (kernel start-up, messages
+    between nbclient and the kernel): on the 2-core machine, 4 side by side finished the lab tests
+    in 72 s where 2 took 82 s.
+    """
+    wanted = os.environ.get("PTLABS_LAB_JOBS", "").strip()
+    return max(1, int(wanted)) if wanted.isdigit() else min(2 * (os.cpu_count() or 1), 4)
+
+
+def grade_labs(
+    labs: Iterable[str],
+    workdir: Path,
+    *,
+    jobs: int | None = None,
+    course_labs: Path = LABS,
+    fixtures_root: Path = FIXTURES,
+) -> dict[str, GradedLab | LabToolError]:
+    """Regenerate and autograde the reference submissions of several labs in temporary courses.
+
+    Why the shape: an autograded submission costs a fresh kernel that imports torch (seconds), and
+    one ``nbgrader autograde`` call grades its students one after the other. So each lab's students
+    are split into ``jobs`` shards, each shard a copy of the lab's course (gradebook included, made
+    right after generate_assignment) with its own submitted/ folder, and the shards' autograde
+    calls run side by side. Every shard is still an ordinary nbgrader course graded by the ordinary
+    command. A lab that fails maps to its LabToolError; the other labs are still graded.
+    """
+    jobs = jobs or default_jobs()
+    names = list(labs)
+    started = {lab: time.perf_counter() for lab in names}
+    outcome: dict[str, GradedLab | LabToolError] = {}
+    releases: dict[str, Path] = {}
+    shards: dict[str, list[Path]] = {}
+
+    def prepare(lab: str) -> None:
+        main = copy_course(workdir / lab / "main", course_labs)
+        releases[lab] = generate_assignment(main, lab)
+        submissions = reference_submissions(main, lab, fixtures(lab, fixtures_root))
+        students = sorted(submissions)
+        count = max(1, min(jobs, len(students)))
+        shards[lab] = []
+        for index in range(count):
+            shard = workdir / lab / f"shard{index}"
+            shutil.copytree(main, shard)
+            for student in students[index::count]:
+                submit(shard, lab, student, submissions[student])
+            shards[lab].append(shard)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
+            try:
+                future.result()
+            except LabToolError as exc:
+                outcome[lab] = exc
+            except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
+                outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
+        ready = [lab for lab in names if lab not in outcome]
+        tasks = [(lab, shard, pool.submit(autograde, shard, lab)) for lab in ready for shard in shards[lab]]
+        for lab, _, future in tasks:
+            try:
+                future.result()
+            except LabToolError as exc:
+                outcome.setdefault(lab, exc)
+    for lab in names:
+        if lab in outcome:
+            continue
+        scores: Scores = {}
+        for shard in shards[lab]:
+            scores.update(read_scores(shard, lab))
+        seconds = time.perf_counter() - started[lab]
+        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), seconds)
+    return outcome
+
+
+# ------------------------------------------------------------------------------- comparing notebooks
+
+
+def notebook_signature(nb: nbformat.NotebookNode) -> list[tuple[str, str, dict[str, Any]]]:
+    """What a release is made of: each cell's type, source and nbgrader metadata (checksums included)."""
+    return [(cell.cell_type, cell.source, nbgrader_meta(cell)) for cell in nb.cells]
+
+
+def release_differences(committed: Path, generated: Path) -> list[str]:
+    """Where the committed release folder differs from a freshly generated one ([] when in sync)."""
+    def files(folder: Path) -> set[str]:
+        return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} if folder.is_dir() else set()
+
+    problems = []
+    have, want = files(committed), files(generated)
+    problems += [f"missing {name}" for name in sorted(want - have)]
+    problems += [f"stale extra file {name}" for name in sorted(have - want)]
+    for name in sorted(have & want):
+        if not name.endswith(".ipynb"):
+            if (committed / name).read_bytes() != (generated / name).read_bytes():
+                problems.append(f"{name} differs")
+            continue
+        old = notebook_signature(nbformat.read(committed / name, as_version=4))
+        new = notebook_signature(nbformat.read(generated / name, as_version=4))
+        if len(old) != len(new):
+            problems.append(f"{name}: {len(old)} cells, the sources make {len(new)}")
+        for index, (a, b) in enumerate(zip(old, new, strict=False)):
+            if a != b:
+                grade_id = b[2].get("grade_id", "no grade_id")
+                problems.append(f"{name}: cell {index} ({grade_id}) differs")
+    return problems

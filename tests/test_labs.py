@@ -1,0 +1,133 @@
+"""The labs hold their promises: releases in sync with sources, and checks that discriminate.
+
+For every lab in labs/source/ (found, not listed) these tests prove, with nbgrader itself:
+- the committed student version (labs/release/<lab>/) is what generate_assignment makes today;
+- every graded part is complete: a solution cell, a test cell with points and hidden tests, and
+  at least one wrong-answer fixture in tests/fixtures/<lab>/;
+- the solution earns full marks, the untouched release earns zero, and each fixture (a typical
+  wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses exactly its own part's points.
+
+Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from tests import lab_tools
+from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
+
+LAB_NAMES = lab_tools.lab_names()
+FIXTURES = [pytest.param(f, id=f"{f.lab}-{f.path.stem}") for lab in LAB_NAMES for f in lab_tools.fixtures(lab)]
+END_HIDDEN = "### END HIDDEN TESTS"
+
+
+def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str, nbformat.NotebookNode]]:
+    """Solution cells and test cells of a lab's source notebooks, by grade_id."""
+    solutions: dict[str, nbformat.NotebookNode] = {}
+    tests: dict[str, nbformat.NotebookNode] = {}
+    for path in lab_tools.source_notebooks(lab):
+        nb = nbformat.read(path, as_version=4)
+        solutions.update(lab_tools.solution_cells(nb))
+        tests.update(lab_tools.graded_cells(nb))
+    return solutions, tests
+
+
+@pytest.fixture(scope="module")
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Grade, once, every lab this session's tests ask about (one batched round trip, see grade_labs)."""
+    wanted: set[str] = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "lab" in params:
+            wanted.add(params["lab"])
+        if isinstance(params.get("fixture"), Fixture):
+            wanted.add(params["fixture"].lab)
+    return lab_tools.grade_labs(sorted(wanted), tmp_path_factory.mktemp("labs"))
+
+
+def _outcome(graded: dict, lab: str) -> GradedLab:
+    result = graded[lab]
+    if isinstance(result, LabToolError):
+        pytest.fail(f"{lab} could not be graded:\n{result}", pytrace=False)
+    return result
+
+
+def test_labs_exist() -> None:
+    assert LAB_NAMES, f"no lab found in {LABS / 'source'}"
+
+
+def test_every_release_has_a_source() -> None:
+    stale = [str(p.relative_to(LABS.parent)) for p in lab_tools.stale_releases()]
+    assert not stale, f"release folders without a source lab: {stale}; run `make refresh` to remove them"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
+def test_every_part_is_complete(lab: str) -> None:
+    solutions, tests = _source_cells(lab)
+    fixture_ids = {f.grade_id for f in lab_tools.fixtures(lab)}
+    problems = []
+    if not solutions:
+        problems.append("no solution cell (nbgrader metadata solution: true)")
+    for grade_id, cell in solutions.items():
+        if BEGIN_SOLUTION not in cell.source or END_SOLUTION not in cell.source:
+            problems.append(f"solution cell {grade_id}: no {BEGIN_SOLUTION} / {END_SOLUTION} region")
+        test = tests.get(f"test_{grade_id}")
+        if test is None:
+            problems.append(f"solution cell {grade_id}: no test cell with grade_id test_{grade_id}")
+        if grade_id not in fixture_ids:
+            problems.append(f"solution cell {grade_id}: no fixture tests/fixtures/{lab}/{grade_id}__<idea>.py")
+    for grade_id, cell in tests.items():
+        meta = lab_tools.nbgrader_meta(cell)
+        if not grade_id.startswith("test_") or grade_id.removeprefix("test_") not in solutions:
+            problems.append(f"test cell {grade_id}: no solution cell {grade_id.removeprefix('test_')} for it to test")
+        if not meta.get("points", 0) > 0:
+            problems.append(f"test cell {grade_id}: no points")
+        if not meta.get("locked"):
+            problems.append(f"test cell {grade_id}: not locked")
+        if BEGIN_HIDDEN not in cell.source or END_HIDDEN not in cell.source:
+            problems.append(f"test cell {grade_id}: no {BEGIN_HIDDEN} / {END_HIDDEN} region")
+    for fixture in lab_tools.fixtures(lab):
+        if fixture.grade_id not in solutions:
+            problems.append(f"{fixture.path.name}: {lab} has no solution cell {fixture.grade_id}")
+        if not fixture.source().startswith("#"):
+            problems.append(f"{fixture.path.name}: must start with a comment naming the mistake it encodes")
+    assert not problems, f"{lab}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
+def test_release_is_in_sync(lab: str, graded: dict) -> None:
+    differences = lab_tools.release_differences(LABS / "release" / lab, _outcome(graded, lab).release)
+    assert not differences, (
+        f"labs/release/{lab} is out of date with labs/source/{lab}: run `make refresh` "
+        "(or `python -m tests.lab_tools --no-execute`) and commit the result.\n  " + "\n  ".join(differences)
+    )
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
+def test_solution_earns_full_marks(lab: str, graded: dict) -> None:
+    _, tests = _source_cells(lab)
+    scores = _outcome(graded, lab).scores[lab_tools.SOLUTION_STUDENT]
+    assert set(scores) >= set(tests), f"cells missing from the gradebook: {sorted(set(tests) - set(scores))}"
+    lost = {cell: score for cell, score in scores.items() if score[0] != score[1]}
+    assert not lost, f"{lab}: the solution loses points (cell: (score, max)): {lost}"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
+def test_untouched_release_earns_zero(lab: str, graded: dict) -> None:
+    scores = _outcome(graded, lab).scores[lab_tools.BLANK_STUDENT]
+    earned = {cell: score for cell, score in scores.items() if score[0] != 0}
+    assert scores and not earned, f"{lab}: the untouched student notebook earns points (cell: (score, max)): {earned}"
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> None:
+    scores = _outcome(graded, fixture.lab).scores[fixture.student]
+    assert fixture.test_id in scores, f"no graded cell {fixture.test_id} in the gradebook"
+    assert scores[fixture.test_id][0] == 0, (
+        f"{fixture.path.name}: {fixture.test_id} accepts this wrong answer "
+        f"(score {scores[fixture.test_id][0]:g} of {scores[fixture.test_id][1]:g}); its checks do not discriminate"
+    )
+    others = {cell: score for cell, score in scores.items() if cell != fixture.test_id and score[0] != score[1]}
+    assert not others, f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}"

@@ -1,0 +1,260 @@
+"""The website: built from the committed notebooks with warnings as errors, then opened in a real browser.
+
+A module-scoped fixture runs ``jupyter-book build <repo> --path-output <tmp> -W -n --keep-going`` (the
+command `make book` runs, with the output in a temporary folder so the repository is not touched), then
+serves ``<tmp>/_build/html`` over http on 127.0.0.1 and drives Debian's Chromium headless through
+Playwright. Requests that leave 127.0.0.1 are aborted, so the checks do not depend on the network.
+
+The checks: the intro and chapter 01 pages render; every image in their main content loads (chapter 01
+has at least one matplotlib figure); an exercise solution opens on click; the Colab launch link of
+chapter 01 points at the notebook in the repository named in ``_config.yml``; the intro links every
+chapter in the table of contents. Each page is saved as a screenshot in pytest's temporary folder
+(``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s`` to see them).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+BUILD_TIMEOUT_S = 600
+PAGE_TIMEOUT_MS = 20_000
+
+INTRO = TOC["root"] + ".html"  # book/intro.html
+CHAPTER_01 = "notebooks/01_tensors.html"
+PAGES = {"intro": INTRO, "chapter-01": CHAPTER_01}
+
+
+def _jupyter_book() -> str:
+    """The jupyter-book command of the running environment (the .venv that `make test` uses)."""
+    beside = Path(sys.executable).parent / "jupyter-book"
+    found = str(beside) if beside.exists() else shutil.which("jupyter-book")
+    if found is None:
+        pytest.fail("jupyter-book is not installed in this environment (pip install -r requirements.txt)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the book into a temporary folder; the build must pass with -W -n and print no warning."""
+    out = tmp_path_factory.mktemp("site")
+    command = [_jupyter_book(), "build", str(ROOT), "--path-output", str(out), "-W", "-n", "--keep-going"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)  # Sphinx colours its log even in a pipe
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    clean = result.returncode == 0 and not warnings
+    assert clean, (
+        f"`{' '.join(command)}` exited {result.returncode} with {len(warnings)} warning line(s):\n"
+        + "\n".join(warnings[:40])
+        + f"\n--- end of the build log ---\n{log[-3000:]}"
+    )
+    html = out / "_build" / "html"
+    assert (html / INTRO).is_file(), f"the build wrote no {INTRO} under {html}"
+    return html
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the stdlib's name)
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url(site: Path) -> Iterator[str]:
+    """Serve the built site on 127.0.0.1 (a free port) for the duration of the module."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (Debian: apt-get install chromium; `make test` installs it)")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+class Visit:
+    """One page opened in a fresh browser context, with the same-origin responses that failed."""
+
+    def __init__(self, browser: Browser, base_url: str, path: str) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.route("**/*", functools.partial(self._local_only, base_url))
+        self.page: Page = self.context.new_page()
+        self.page.set_default_timeout(PAGE_TIMEOUT_MS)
+        self.failed: list[str] = []
+        self.page.on("response", functools.partial(self._record_response, base_url))
+        self.page.on("requestfailed", functools.partial(self._record_failure, base_url))
+        self.response = self.page.goto(f"{base_url}/{path}", wait_until="load")
+
+    @staticmethod
+    def _local_only(base_url: str, route: Route) -> None:
+        if route.request.url.startswith(base_url):
+            route.continue_()
+        else:
+            route.abort()
+
+    def _record_response(self, base_url: str, response: Response) -> None:
+        url = response.url
+        if url.startswith(base_url) and response.status >= 400 and not url.endswith("/favicon.ico"):
+            self.failed.append(f"HTTP {response.status} {url}")
+
+    def _record_failure(self, base_url: str, request: Request) -> None:
+        if request.url.startswith(base_url):
+            self.failed.append(f"{request.failure} {request.url}")
+
+    def screenshot(self, folder: Path, name: str, capsys: pytest.CaptureFixture[str]) -> Path:
+        path = folder / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        with capsys.disabled():
+            print(f"\nscreenshot: {path}")
+        return path
+
+    def close(self) -> None:
+        self.context.close()
+
+
+Opener = Callable[[str], Visit]
+
+
+@pytest.fixture
+def visit(browser: Browser, base_url: str) -> Iterator[Opener]:
+    """Open pages (paths relative to the site root); their browser contexts close after the test."""
+    opened: list[Visit] = []
+
+    def open_page(path: str) -> Visit:
+        opened.append(Visit(browser, base_url, path))
+        return opened[-1]
+
+    yield open_page
+    for v in opened:
+        v.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders(name: str, visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v = visit(PAGES[name])
+    status = v.response.status if v.response is not None else None
+    assert status == 200, f"{PAGES[name]}: HTTP status {status}"
+    assert v.page.title().endswith(CONFIG["title"]), f"{PAGES[name]}: unexpected <title> {v.page.title()!r}"
+    heading = v.page.locator("article.bd-article h1").first
+    heading.wait_for(state="visible")
+    text = heading.inner_text().strip().rstrip("#").strip()
+    assert text, f"{PAGES[name]}: the main heading is empty"
+    if name == "chapter-01":
+        assert text.startswith("01"), f"{PAGES[name]}: heading {text!r} is not chapter 01's"
+    assert not v.failed, f"{PAGES[name]}: resources that did not load:\n" + "\n".join(v.failed)
+    v.screenshot(shots, name, capsys)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_images_load(name: str, visit: Opener) -> None:
+    v = visit(PAGES[name])
+    v.page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('article.bd-article img')).every(img => img.complete)"
+    )
+    images = v.page.eval_on_selector_all(
+        "article.bd-article img",
+        "imgs => imgs.map(img => ({src: img.getAttribute('src'), width: img.naturalWidth,"
+        " figure: img.closest('.cell_output') !== null}))",
+    )
+    broken = [img["src"] for img in images if img["width"] == 0]
+    assert not broken, f"{PAGES[name]}: images that did not load: {broken}"
+    if name == "chapter-01":
+        figures = [img for img in images if img["figure"] and img["src"].endswith(".png")]
+        assert figures, f"{CHAPTER_01}: no figure (a PNG in a cell output, e.g. a matplotlib plot) on the page"
+
+
+def test_solution_opens_on_click(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v = visit(CHAPTER_01)
+    solution = v.page.locator("div.solution.dropdown").first
+    assert solution.count() == 1, f"{CHAPTER_01}: no exercise solution rendered as a dropdown (:class: dropdown)"
+    content = solution.locator(":scope > section").first  # sphinx-exercise puts the solution's body in a <section>
+    button = solution.locator("button.toggle-button")  # added by sphinx-togglebutton's script
+    button.wait_for(state="attached")
+    assert content.is_hidden(), "the solution is visible before it was clicked"
+    solution.scroll_into_view_if_needed()
+    button.click()
+    content.wait_for(state="visible")
+    assert content.inner_text().strip(), "the opened solution is empty"
+    assert "toggle-hidden" not in (solution.get_attribute("class") or "")
+    path = shots / "chapter-01-solution.png"
+    solution.screenshot(path=str(path))
+    with capsys.disabled():
+        print(f"\nscreenshot: {path}")
+
+
+def _expected_colab_url(notebook: str) -> str:
+    repository = CONFIG["repository"]
+    owner, repo = urlparse(repository["url"]).path.strip("/").removesuffix(".git").split("/")[:2]
+    branch = repository.get("branch", "main")
+    return f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{notebook}"
+
+
+def test_colab_launch_link(visit: Opener) -> None:
+    v = visit(CHAPTER_01)
+    links = v.page.locator(".dropdown-launch-buttons a[href*='colab.research.google.com']")
+    hrefs = links.evaluate_all("links => links.map(a => a.href)")
+    expected = _expected_colab_url("notebooks/01_tensors.ipynb")
+    assert hrefs == [expected], f"Colab launch link(s) {hrefs}, expected [{expected!r}]"
+    # the link lives in the rocket dropdown: it must show up when the reader opens it
+    v.page.locator(".dropdown-launch-buttons button.dropdown-toggle").click()
+    links.first.wait_for(state="visible")
+
+
+def _toc_files(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        if "file" in node:
+            yield node["file"]
+        for value in node.values():
+            yield from _toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _toc_files(item)
+
+
+def test_intro_links_every_chapter(visit: Opener) -> None:
+    chapters = sorted(f for f in _toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f))
+    assert chapters, "_toc.yml lists no chapter notebook"
+    v = visit(INTRO)
+    hrefs = v.page.eval_on_selector_all("article.bd-article a[href]", "links => links.map(a => a.href)")
+    linked = {urlparse(h).path.removesuffix(".html").lstrip("/") for h in hrefs}
+    missing = [c for c in chapters if c not in linked]
+    assert not missing, f"book/intro.md does not link these chapters of _toc.yml: {missing}"
