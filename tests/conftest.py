@@ -1,5 +1,8 @@
 """Notebook validation glue: skip GPU cells without CUDA, and hold every notebook to its time budget.
 
+Loaded as a plugin (`-p tests.conftest` in pyproject.toml, with conftest discovery off) so the hooks
+apply to every pytest run in the repository, also one given only a notebook path.
+
 nbval turns each notebook cell into a test item. Cells tagged `gpu` are skipped when CUDA is
 absent (the committed outputs come from a CPU run, where they did not run either). The cell
 durations are summed per notebook; the summary prints each notebook's time against the budget
