@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
 
 import nbformat
@@ -58,3 +59,13 @@ def test_read_notebook_rejects_schema_errors(tmp_path: Path) -> None:
     path.write_text('{"cells": 3, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', encoding="utf-8")
     with pytest.raises(NotebookError, match="not a valid notebook"):
         read_notebook(path)
+
+
+def test_tracebacks_lose_this_machines_folders(tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "tb.ipynb", "import nbformat\nnbformat.reads('not json', as_version=4)")
+    nb = read_notebook(path)
+    nb.cells[0].metadata["tags"] = ["raises-exception"]
+    execute_notebook(nb, tmp_path)
+    traceback = "\n".join(nb.cells[0].outputs[0].traceback)
+    assert "site-packages/nbformat/" in traceback
+    assert sysconfig.get_paths()["purelib"] not in traceback
