@@ -48,6 +48,7 @@ if ! command -v $(1) >/dev/null 2>&1; then \
   if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
     echo "installing $(2) (apt-get)"; \
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
+    command -v $(1) >/dev/null 2>&1 || { echo "error: installed $(2) but '$(1)' is still missing" >&2; exit 1; }; \
   else \
     echo "error: '$(1)' is missing. Install the '$(2)' package (Debian/Ubuntu: sudo apt-get install $(2); macOS: brew install $(2)) and run make again." >&2; \
     exit 1; \
