@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -317,7 +316,6 @@ class GradedLab:
     release: Path  # the release nbgrader regenerated from the sources (compare with labs/release)
     scores: Scores  # student id -> cell -> (score, max score)
     fixtures: list[Fixture]
-    seconds: float  # wall time of the round trip
 
 
 def default_jobs() -> int:
@@ -350,7 +348,6 @@ def grade_labs(
     """
     jobs = jobs or default_jobs()
     names = list(labs)
-    started = {lab: time.perf_counter() for lab in names}
     outcome: dict[str, GradedLab | LabToolError] = {}
     releases: dict[str, Path] = {}
     shards: dict[str, list[Path]] = {}
@@ -390,8 +387,7 @@ def grade_labs(
         scores: Scores = {}
         for shard in shards[lab]:
             scores.update(read_scores(shard, lab))
-        seconds = time.perf_counter() - started[lab]
-        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), seconds)
+        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root))
     return outcome
 
 

@@ -101,7 +101,7 @@ def test_release_is_in_sync(lab: str, graded: dict) -> None:
     differences = lab_tools.release_differences(LABS / "release" / lab, _outcome(graded, lab).release)
     assert not differences, (
         f"labs/release/{lab} is out of date with labs/source/{lab}: run `make refresh` "
-        "(or `python -m tests.lab_tools --no-execute`) and commit the result.\n  " + "\n  ".join(differences)
+        "and commit the result.\n  " + "\n  ".join(differences)
     )
 
 
