@@ -77,7 +77,7 @@ def test_integers_compare_exactly() -> None:
 def test_check_tensor_verdict_and_silence(capsys: pytest.CaptureFixture[str]) -> None:
     check_tensor(torch.ones(2), name="ex", shape=(2,), dtype=torch.float32, device="cpu")
     check_tensor(torch.ones(2), name="quiet", announce=False)
-    assert capsys.readouterr().out == "✅ ex: correct (shape (2,), torch.float32, cpu)\n"
+    assert capsys.readouterr().out == "✅ ex: correct (shape (2,), torch.float32, on the expected device)\n"
 
 
 def test_check_equal_accepts_sequences_for_tuples(capsys: pytest.CaptureFixture[str]) -> None:

@@ -67,7 +67,9 @@ def check_tensor(
             "results must stay on the device of the inputs (create tensors with device=...)"
         )
     if announce:
-        verdict(name, f"shape {tuple(actual.shape)}, {actual.dtype}, {actual.device.type}")
+        # The device is not named: a verdict must read the same on the CPU and the GPU runner.
+        where = ", on the expected device" if device is not None else ""
+        verdict(name, f"shape {tuple(actual.shape)}, {actual.dtype}{where}")
     return actual
 
 
