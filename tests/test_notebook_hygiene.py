@@ -1,26 +1,14 @@
-"""Static hygiene of the committed notebooks: what nbval cannot see.
-
-nbval re-runs the cells and compares outputs; these tests check that the committed outputs
-themselves are trustworthy: executed top to bottom, errors only where announced, no stray
-stderr, GPU cells left empty by the CPU run, and the exercise directives balanced.
-"""
+"""Every committed notebook follows the hygiene rules of tests/hygiene.py, and each rule can fail."""
 
 from __future__ import annotations
-
-import re
 
 import nbformat
 import pytest
 
+from tests import hygiene
 from tests.manifest import ROOT, load_manifest, notebooks_on_disk
-from tests.notebook_tools import GPU_TAG, tags
 
 MANIFEST = load_manifest()
-STDERR_TAG = "stderr-expected"
-
-
-def _code_cells(nb: nbformat.NotebookNode) -> list[tuple[int, nbformat.NotebookNode]]:
-    return [(i, cell) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
 
 
 def test_manifest_lists_exactly_the_notebooks_on_disk() -> None:
@@ -29,67 +17,87 @@ def test_manifest_lists_exactly_the_notebooks_on_disk() -> None:
 
 @pytest.fixture(params=sorted(MANIFEST), scope="module")
 def notebook(request: pytest.FixtureRequest) -> tuple[str, nbformat.NotebookNode]:
-    path = request.param
-    nb = nbformat.read(ROOT / path, as_version=4)
+    nb = nbformat.read(ROOT / request.param, as_version=4)
     nbformat.validate(nb)
-    return path, nb
+    return request.param, nb
 
 
-def test_executed_top_to_bottom(notebook: tuple[str, nbformat.NotebookNode]) -> None:
+@pytest.mark.parametrize("rule", hygiene.RULES, ids=lambda rule: rule.__name__)
+def test_committed_notebook_follows(rule: hygiene.Rule, notebook: tuple[str, nbformat.NotebookNode]) -> None:
     path, nb = notebook
-    counts, never_run = [], []
-    for index, cell in _code_cells(nb):
-        if GPU_TAG in tags(cell) or not cell.source.strip():
-            continue
-        if cell.execution_count is None:
-            never_run.append(index)
-        else:
-            counts.append(cell.execution_count)
-    assert not never_run, f"{path}: code cells {never_run} were never executed; run `make refresh`"
-    assert counts == list(range(1, len(counts) + 1)), f"{path}: cells executed out of order {counts[:15]}"
+    problems = rule(nb)
+    assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 
-def test_errors_only_where_announced(notebook: tuple[str, nbformat.NotebookNode]) -> None:
+def test_manifest_knows_which_notebooks_have_gpu_cells(notebook: tuple[str, nbformat.NotebookNode]) -> None:
     path, nb = notebook
-    for index, cell in _code_cells(nb):
-        if GPU_TAG in tags(cell):
-            continue  # not run on the CPU: no outputs to judge
-        has_error = any(out.output_type == "error" for out in cell.outputs)
-        expects_error = "raises-exception" in tags(cell)
-        assert has_error == expects_error, (
-            f"{path}: code cell {index} " + ("raised without the 'raises-exception' tag" if has_error
-                                             else "is tagged 'raises-exception' but raised nothing")
-        )
+    assert hygiene.has_gpu_cells(nb) == MANIFEST[path].gpu_cells, f"{path}: fix gpu_cells in tests/notebooks.toml"
 
 
-def test_no_stray_stderr(notebook: tuple[str, nbformat.NotebookNode]) -> None:
-    path, nb = notebook
-    for index, cell in _code_cells(nb):
-        if STDERR_TAG in tags(cell):
-            continue
-        stderr = [out.text for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"]
-        assert not stderr, f"{path}: code cell {index} wrote to stderr: {stderr[0][:300]!r}"
+# ---- each rule rejects the notebook it exists to catch --------------------------------------------------
 
 
-def test_outputs_present_and_gpu_cells_empty(notebook: tuple[str, nbformat.NotebookNode]) -> None:
-    path, nb = notebook
-    cells = _code_cells(nb)
-    assert any(cell.outputs for _, cell in cells), f"{path}: no outputs committed; run `make refresh`"
-    for index, cell in cells:
-        if GPU_TAG in tags(cell):
-            assert not cell.outputs, f"{path}: gpu cell {index} has outputs; commit outputs from a CPU run"
-    has_gpu = any(GPU_TAG in tags(cell) for _, cell in cells)
-    assert has_gpu == MANIFEST[path].gpu_cells, f"{path}: tests/notebooks.toml says gpu_cells={not has_gpu}"
+def _cell(source: str, count: int | None, outputs: list | None = None, tags: list[str] | None = None):
+    cell = nbformat.v4.new_code_cell(source, execution_count=count, outputs=outputs or [])
+    if tags:
+        cell.metadata["tags"] = tags
+    return cell
 
 
-def test_exercises_are_balanced_and_verdicts_printed(notebook: tuple[str, nbformat.NotebookNode]) -> None:
-    path, nb = notebook
-    markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
-    for directive in ("exercise", "solution"):
-        starts = len(re.findall(rf"```\{{{directive}-start\}}", markdown))
-        ends = len(re.findall(rf"```\{{{directive}-end\}}", markdown))
-        assert starts == ends, f"{path}: {starts} {directive}-start but {ends} {directive}-end directives"
-    for index, cell in _code_cells(nb):
-        if "nbval-check-output" in tags(cell) and GPU_TAG not in tags(cell):
-            text = "".join(out.get("text", "") for out in cell.outputs)
-            assert "✅" in text, f"{path}: verdict cell {index} printed no '✅' verdict"
+def _notebook(*cells: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = list(cells)
+    return nb
+
+
+def _stream(text: str, name: str = "stdout") -> nbformat.NotebookNode:
+    return nbformat.v4.new_output("stream", name=name, text=text)
+
+
+ERROR = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=[])
+CLEAN = _notebook(_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2))
+
+BAD_NOTEBOOKS = {
+    "out of order": (hygiene.executed_top_to_bottom, _notebook(_cell("a", 2), _cell("b", 1)), "out of order"),
+    "never executed": (hygiene.executed_top_to_bottom, _notebook(_cell("a", 1), _cell("b", None)), "never executed"),
+    "untagged error": (hygiene.errors_only_where_announced, _notebook(_cell("a", 1, [ERROR])), "without the"),
+    "tag without error": (
+        hygiene.errors_only_where_announced,
+        _notebook(_cell("a", 1, tags=["raises-exception"])),
+        "raised nothing",
+    ),
+    "stderr": (hygiene.no_stray_stderr, _notebook(_cell("a", 1, [_stream("warn\n", "stderr")])), "stderr"),
+    "no outputs": (hygiene.outputs_present_gpu_cells_empty, _notebook(_cell("a", 1)), "no outputs"),
+    "gpu outputs": (
+        hygiene.outputs_present_gpu_cells_empty,
+        _notebook(_cell("a", 1, [_stream("1\n")]), _cell("b", None, [_stream("x\n")], ["gpu"])),
+        "gpu cell 1",
+    ),
+    "unbalanced": (
+        hygiene.exercises_balanced_verdicts_printed,
+        _notebook(nbformat.v4.new_markdown_cell("```{exercise-start}\n:label: x\n```")),
+        "1 exercise-start but 0",
+    ),
+    "silent verdict": (
+        hygiene.exercises_balanced_verdicts_printed,
+        _notebook(_cell("check()", 1, [_stream("ok\n")], ["nbval-check-output"])),
+        "no '✅'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_NOTEBOOKS))
+def test_rule_rejects(case: str) -> None:
+    rule, nb, expected = BAD_NOTEBOOKS[case]
+    problems = rule(nb)
+    assert any(expected in problem for problem in problems), f"{rule.__name__} missed {case!r}: {problems}"
+
+
+@pytest.mark.parametrize("rule", hygiene.RULES, ids=lambda rule: rule.__name__)
+def test_rule_accepts_a_clean_notebook(rule: hygiene.Rule) -> None:
+    assert rule(CLEAN) == []
+
+
+def test_stderr_is_allowed_where_it_is_the_lesson() -> None:
+    nb = _notebook(_cell("a", 1, [_stream("warn\n", "stderr")], [hygiene.STDERR_TAG]))
+    assert hygiene.no_stray_stderr(nb) == []
