@@ -4,6 +4,8 @@ It holds infrastructure (device choice, seeding, printing, timing, exercise chec
 nothing the book is teaching: notebooks call ``torch`` directly for every lesson.
 """
 
+from importlib.metadata import version
+
 from .checks import ExerciseError, check_close, check_equal, check_function, check_tensor, verdict
 from .device import pick_device, seed_everything
 from .environment import environment_report, format_report
@@ -12,7 +14,7 @@ from .printing import set_print_options
 from .session import setup
 from .timing import compare, measure, speedup
 
-__version__ = "0.1.0"
+__version__ = version("ptlabs")  # one source of truth: pyproject.toml
 
 __all__ = [
     "ExerciseError",
