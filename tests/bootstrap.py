@@ -9,18 +9,21 @@ which is how the tests install from the local checkout.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
-
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.manifest import ROOT
+
 BOOTSTRAP_TAG = "bootstrap"
+
+
+def book_config() -> dict:
+    """The Jupyter Book configuration (_config.yml), where the title and the repository are written once."""
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 
 
 def repository_url() -> str:
     """The repository URL from _config.yml, the one place it is written."""
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    return config["repository"]["url"].rstrip("/")
+    return book_config()["repository"]["url"].rstrip("/")
 
 
 def ptlabs_version() -> str:

@@ -30,7 +30,8 @@ from typing import Any
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.manifest import ROOT
+
 LABS = ROOT / "labs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CONFIG_NAME = "nbgrader_config.py"

@@ -24,15 +24,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
-import yaml
 
-from tests.bootstrap import BOOTSTRAP_TAG, bootstrap_source
+from tests.bootstrap import BOOTSTRAP_TAG, book_config, bootstrap_source, ptlabs_version
 from tests.manifest import ROOT, notebooks_on_disk
 
 CHAPTER_01 = ROOT / "notebooks" / "01_tensors.ipynb"
@@ -41,14 +39,6 @@ RUN_TIMEOUT_S = 300
 # would rewrite the running environment's own packages. They are removed from the test's environment.
 PIP_REINSTALL_SETTINGS = ("PIP_FORCE_REINSTALL", "PIP_IGNORE_INSTALLED", "PIP_UPGRADE", "PIP_UPGRADE_STRATEGY")
 PIN = re.compile(r'"ptlabs @ git\+(?P<url>[^"@\s]+)@(?P<ref>[^"\s]+)"')
-
-
-def _config() -> dict:
-    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-
-
-def _version() -> str:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 
 
 def _first_code_cell(path: Path) -> nbformat.NotebookNode:
@@ -65,11 +55,11 @@ def _check_pin(source: str, where: str) -> None:
     """The cell installs from _config.yml's repository, at the tag v<version of pyproject.toml>."""
     match = PIN.search(source)
     assert match, f"{where}: no `ptlabs @ git+<url>@<ref>` requirement in the bootstrap cell:\n{source}"
-    repository = _config()["repository"]
+    repository = book_config()["repository"]
     assert match["url"] == repository["url"].rstrip("/"), (
         f"{where}: installs from {match['url']}, not from _config.yml's repository.url {repository['url']}"
     )
-    assert match["ref"] == f"v{_version()}", f"{where}: pins {match['ref']!r}; the release tag is 'v{_version()}'"
+    assert match["ref"] == f"v{ptlabs_version()}", f"{where}: pins {match['ref']!r}; the release tag is 'v{ptlabs_version()}'"
     assert match["ref"] != repository.get("branch", "main"), f"{where}: pins the branch, not a tag"
 
 
@@ -93,7 +83,7 @@ def test_first_code_cell_is_the_bootstrap(notebook: str) -> None:
 def test_how_to_use_names_the_current_release_tag() -> None:
     text = (ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8")
     tags = set(re.findall(r"\bv\d+\.\d+\.\d+\b", text))
-    assert tags == {f"v{_version()}"}, f"book/how_to_use.md names the tags {sorted(tags)}; the release is v{_version()}"
+    assert tags == {f"v{ptlabs_version()}"}, f"book/how_to_use.md names the tags {sorted(tags)}; the release is v{ptlabs_version()}"
 
 
 # --------------------------------------------------------------------------- a fresh environment
@@ -194,7 +184,7 @@ def test_chapter_01_bootstraps_ptlabs_in_a_fresh_environment(
     )  # fmt: skip
     found = json.loads(probe.stdout)
     assert Path(found["ptlabs"]).parent == site / "ptlabs", f"ptlabs was imported from {found['ptlabs']}"
-    assert found["ptlabs_version"] == _version()
+    assert found["ptlabs_version"] == ptlabs_version()
     assert not (site / "ptlabs").is_symlink()
 
     assert Path(found["torch"]) == site / "torch" / "__init__.py", f"torch was imported from {found['torch']}"

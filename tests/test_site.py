@@ -30,8 +30,10 @@ import pytest
 import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+from tests.bootstrap import book_config
+from tests.manifest import ROOT
+
+CONFIG = book_config()
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
