@@ -1,12 +1,56 @@
 # nbgrader configuration of the book's course. Run every nbgrader command from this folder (`cd labs`).
 # The course root is this file's own folder, so a copy of labs/ (the tests grade in a temporary copy)
 # is a complete course of its own: source/, release/, submitted/, autograded/, feedback/, gradebook.db.
+#
+# Grading runs students' code. The settings below make the plain `nbgrader autograde` command
+# safe to run on a class: see the "What grading protects" section of book/instructors.md.
 import os
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+
+from ptlabs.autograde.execute import GuardedExecute
+from ptlabs.autograde.sanitize import PlaceMissingCells, RecoverCellMetadata
 
 c = get_config()  # noqa: F821  (traitlets injects get_config when it loads this file)
 
 c.CourseDirectory.course_id = "ptlabs-book"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 
-# Let a test cell run long enough on a slow 2-core laptop; every lab finishes in seconds.
-c.ExecutePreprocessor.timeout = 120
+# nbgrader's own steps, with two repairs: cells whose nbgrader metadata was stripped get it back from the
+# release, and a test cell nbgrader cannot place is appended instead of failing the submission.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RecoverCellMetadata,
+    PlaceMissingCells,
+    CheckCellMetadata,
+]
+# nbgrader's own steps, with Execute replaced by GuardedExecute: a code policy read before the run,
+# completion tokens in the test cells, a private kernel folder, a reaper, the course restored.
+c.Autograde.autograde_preprocessors = [
+    GuardedExecute,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+# Every lab cell runs in well under a second on a 2-core laptop; a cell past 20 s is a loop, and the
+# kernel is stopped (the rest of that submission earns nothing, the class goes on).
+c.GuardedExecute.timeout = 20
+c.GuardedExecute.max_output_bytes = 20_000
+c.LimitOutput.max_lines = 200
+# A test cell that a student deleted or whose metadata was stripped is put back from the gradebook.
+c.OverwriteCells.add_missing_cells = True

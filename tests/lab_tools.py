@@ -16,12 +16,14 @@ regenerate_releases() here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +45,16 @@ BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 #: Student ids of the two reference submissions; a fixture's student id is ``wrong-<fixture stem>``.
 SOLUTION_STUDENT = "solution"
 BLANK_STUDENT = "blank"
+#: The honest student graded in the same run as the runtime-only hostile cases, after them.
+HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
+
+#: Appended to the course configuration of the shard that grades hostile cases with the code policy off:
+#: what the runtime defences alone achieve. A shorter cell timeout keeps the endless loop cheap.
+RUNTIME_ONLY_CONFIG = """
+c.GuardedExecute.enforce_code_policy = False
+c.GuardedExecute.timeout = 10
+"""
+REPORT_NAME = "ptlabs-grading.json"
 
 # A fixture file is tests/fixtures/<lab>/<solution grade_id>__<short wrong idea>.py
 _FIXTURE_NAME = re.compile(r"^(?P<grade_id>[A-Za-z0-9_]+?)__(?P<idea>[A-Za-z0-9_]+)$")
@@ -309,14 +321,34 @@ def read_scores(course: Path, lab: str) -> Scores:
     return scores
 
 
+def read_reports(course: Path, lab: str) -> dict[str, dict[str, Any]]:
+    """student id -> what the guarded grading run reported (autograded/<student>/<lab>/ptlabs-grading.json)."""
+    reports = {}
+    for path in sorted((course / "autograded").glob(f"*/{lab}/{REPORT_NAME}")):
+        reports[path.parent.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+    return reports
+
+
+def graded_notebook_bytes(course: Path, lab: str) -> dict[str, int]:
+    """student id -> size of the largest graded notebook nbgrader wrote for that student."""
+    sizes: dict[str, int] = {}
+    for path in (course / "autograded").glob(f"*/{lab}/*.ipynb"):
+        student = path.parent.parent.name
+        sizes[student] = max(sizes.get(student, 0), path.stat().st_size)
+    return sizes
+
+
 @dataclass
 class GradedLab:
-    """The outcome of one lab's round trip in a temporary course."""
+    """The outcome of one lab's round trip in temporary courses."""
 
     lab: str
     release: Path  # the release nbgrader regenerated from the sources (compare with labs/release)
     scores: Scores  # student id -> cell -> (score, max score)
     fixtures: list[Fixture]
+    reports: dict[str, dict[str, Any]]  # student id -> the guarded grading report
+    notebook_bytes: dict[str, int]  # student id -> size of the graded notebook
+    seconds_per_submission: float  # autograde wall time per submission, averaged over the shards
 
 
 def default_jobs() -> int:
@@ -330,6 +362,22 @@ def default_jobs() -> int:
     return max(1, int(wanted)) if wanted.isdigit() else min(2 * (os.cpu_count() or 1), 4)
 
 
+def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, policy: bool) -> Submissions:
+    """The hostile cases of tests/hostile.py graded with the code policy on (``policy``) or off."""
+    from tests import hostile  # the catalogue imports this module
+
+    (source_path,) = source_notebooks(lab, course)
+    (release_path,) = release_notebooks(lab, course)
+    release = nbformat.read(release_path, as_version=4)
+    answers = solution_sources(nbformat.read(source_path, as_version=4))
+    wrong = {**answers, **hostile.wrong_answers(lab_fixtures)}
+    return {
+        case.student: {release_path.name: case.build(release, answers, wrong)}
+        for case in hostile.cases()
+        if case.policy == policy
+    }
+
+
 def grade_labs(
     labs: Iterable[str],
     workdir: Path,
@@ -337,26 +385,32 @@ def grade_labs(
     jobs: int | None = None,
     course_labs: Path = LABS,
     fixtures_root: Path = FIXTURES,
+    runtime_lab: str | None = None,
 ) -> dict[str, GradedLab | LabToolError]:
-    """Regenerate and autograde the reference submissions of several labs in temporary courses.
+    """Regenerate and autograde the reference and hostile submissions of several labs in temporary courses.
 
     Why the shape: an autograded submission costs a fresh kernel that imports torch (seconds), and
     one ``nbgrader autograde`` call grades its students one after the other. So each lab's students
     are split into ``jobs`` shards, each shard a copy of the lab's course (gradebook included, made
     right after generate_assignment) with its own submitted/ folder, and the shards' autograde
     calls run side by side. Every shard is still an ordinary nbgrader course graded by the ordinary
-    command. A lab that fails maps to its LabToolError; the other labs are still graded.
+    command. ``runtime_lab`` also gets a shard whose configuration turns the code policy off: there
+    the runtime-only hostile cases run, followed by an honest student who must keep full marks
+    (the runtime defences do not depend on the lab, so one lab proves them). A lab that fails maps
+    to its LabToolError; the other labs are still graded.
     """
     jobs = jobs or default_jobs()
     names = list(labs)
     outcome: dict[str, GradedLab | LabToolError] = {}
     releases: dict[str, Path] = {}
-    shards: dict[str, list[Path]] = {}
+    shards: dict[str, list[tuple[Path, int]]] = {}
 
     def prepare(lab: str) -> None:
         main = copy_course(workdir / lab / "main", course_labs)
         releases[lab] = generate_assignment(main, lab)
-        submissions = reference_submissions(main, lab, fixtures(lab, fixtures_root))
+        lab_fixtures = fixtures(lab, fixtures_root)
+        submissions = reference_submissions(main, lab, lab_fixtures)
+        submissions.update(hostile_submissions(main, lab, lab_fixtures, policy=True))
         students = sorted(submissions)
         count = max(1, min(jobs, len(students)))
         shards[lab] = []
@@ -365,7 +419,22 @@ def grade_labs(
             shutil.copytree(main, shard)
             for student in students[index::count]:
                 submit(shard, lab, student, submissions[student])
-            shards[lab].append(shard)
+            shards[lab].append((shard, len(students[index::count])))
+        if lab == runtime_lab:
+            shard = workdir / lab / "runtime-only"
+            shutil.copytree(main, shard)
+            with open(shard / CONFIG_NAME, "a", encoding="utf-8") as config:
+                config.write(RUNTIME_ONLY_CONFIG)
+            runtime = hostile_submissions(main, lab, lab_fixtures, policy=False)
+            runtime[HONEST_AFTER_HOSTILE] = submissions[SOLUTION_STUDENT]
+            for student, notebooks in runtime.items():
+                submit(shard, lab, student, notebooks)
+            shards[lab].insert(0, (shard, len(runtime)))  # the slowest shard starts first
+
+    def timed_autograde(shard: Path, lab: str) -> float:
+        start = time.perf_counter()
+        autograde(shard, lab)
+        return time.perf_counter() - start
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
@@ -376,19 +445,30 @@ def grade_labs(
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
         ready = [lab for lab in names if lab not in outcome]
-        tasks = [(lab, shard, pool.submit(autograde, shard, lab)) for lab in ready for shard in shards[lab]]
-        for lab, _, future in tasks:
+        tasks = [(lab, n, pool.submit(timed_autograde, shard, lab)) for lab in ready for shard, n in shards[lab]]
+        seconds: dict[str, list[tuple[float, int]]] = {lab: [] for lab in ready}
+        for lab, count, future in tasks:
             try:
-                future.result()
+                seconds[lab].append((future.result(), count))
             except LabToolError as exc:
                 outcome.setdefault(lab, exc)
     for lab in names:
         if lab in outcome:
             continue
         scores: Scores = {}
-        for shard in shards[lab]:
+        reports: dict[str, dict[str, Any]] = {}
+        sizes: dict[str, int] = {}
+        for shard, _ in shards[lab]:
             scores.update(read_scores(shard, lab))
-        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root))
+            reports.update(read_reports(shard, lab))
+            sizes.update(graded_notebook_bytes(shard, lab))
+        # The runtime-only shard waits out a deliberate endless loop: it would skew the per-submission time.
+        regular = [(t, n) for (t, n), (shard, _) in zip(seconds[lab], shards[lab], strict=True) if shard.name != "runtime-only"]
+        total_seconds = sum(t for t, _ in regular)
+        total_students = sum(n for _, n in regular)
+        outcome[lab] = GradedLab(
+            lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes, total_seconds / total_students
+        )
     return outcome
 
 

@@ -84,16 +84,32 @@ def shorten_traceback_paths(cell: nbformat.NotebookNode) -> None:
                 output.traceback = [line.replace(old, new) for line in output.traceback]
 
 
+#: nbgrader metadata of a lab's bootstrap cell: locked, so grading puts back the original of an edited one.
+LOCKED_BOOTSTRAP = {
+    "grade": False, "grade_id": "bootstrap", "locked": True, "schema_version": 3, "solution": False, "task": False,
+}
+
+
+def is_lab(nb: nbformat.NotebookNode) -> bool:
+    """An nbgrader notebook: some cell carries nbgrader metadata."""
+    return any("nbgrader" in cell.get("metadata", {}) for cell in nb.cells)
+
+
 def ensure_bootstrap(nb: nbformat.NotebookNode) -> bool:
-    """Make the first code cell the canonical Colab bootstrap; return True when it changed."""
+    """Make the first code cell the canonical Colab bootstrap (locked in a lab); return True when it changed."""
     first = next((cell for cell in nb.cells if cell.cell_type == "code"), None)
     wanted = bootstrap_source()
+    lab = is_lab(nb)
     if first is not None and BOOTSTRAP_TAG in tags(first):
-        if first.source == wanted:
-            return False
+        changed = first.source != wanted or (lab and first.metadata.get("nbgrader") != LOCKED_BOOTSTRAP)
         first.source = wanted
-        return True
-    cell = nbformat.v4.new_code_cell(wanted, metadata={"tags": [BOOTSTRAP_TAG, "nbval-ignore-output"]})
+        if lab:
+            first.metadata["nbgrader"] = dict(LOCKED_BOOTSTRAP)
+        return changed
+    metadata = {"tags": [BOOTSTRAP_TAG, "nbval-ignore-output"]}
+    if lab:
+        metadata["nbgrader"] = dict(LOCKED_BOOTSTRAP)
+    cell = nbformat.v4.new_code_cell(wanted, metadata=metadata)
     position = nb.cells.index(first) if first is not None else len(nb.cells)
     nb.cells.insert(position, cell)
     return True

@@ -1,11 +1,14 @@
-"""The labs hold their promises: releases in sync with sources, and checks that discriminate.
+"""The labs hold their promises: releases in sync with sources, checks that discriminate, grading that holds.
 
 For every lab in labs/source/ (found, not listed) these tests prove, with nbgrader itself:
 - the committed student version (labs/release/<lab>/) is what generate_assignment makes today;
 - every graded part is complete: a solution cell, a test cell with points and hidden tests, and
   at least one wrong-answer fixture in tests/fixtures/<lab>/;
 - the solution earns full marks, the untouched release earns zero, and each fixture (a typical
-  wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses exactly its own part's points.
+  wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses exactly its own part's points;
+- every hostile submission of tests/hostile.py (cheats, a dead kernel, an endless loop, huge output,
+  deleted or stripped cells) gets the grade it must get, the grader's report says what happened,
+  and ``nbgrader autograde`` still exits 0 for the class.
 
 Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
 """
@@ -15,11 +18,21 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tests import lab_tools
+from tests import hostile, lab_tools
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
 
 LAB_NAMES = lab_tools.lab_names()
 FIXTURES = [pytest.param(f, id=f"{f.lab}-{f.path.stem}") for lab in LAB_NAMES for f in lab_tools.fixtures(lab)]
+#: Cheats and broken runs: graded in every lab with the code policy on, in the first lab with it off.
+HOSTILE = [
+    pytest.param(lab, case, id=f"{lab}-{case.student}")
+    for index, lab in enumerate(LAB_NAMES)
+    for case in hostile.cases()
+    if case.policy or index == 0
+]
+#: A graded notebook larger than this kept output it should have cut.
+MAX_GRADED_NOTEBOOK_BYTES = 1_000_000
+MIN_FIXTURES_PER_PART = 4
 END_HIDDEN = "### END HIDDEN TESTS"
 
 
@@ -44,7 +57,8 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             wanted.add(params["lab"])
         if isinstance(params.get("fixture"), Fixture):
             wanted.add(params["fixture"].lab)
-    return lab_tools.grade_labs(sorted(wanted), tmp_path_factory.mktemp("labs"))
+    runtime_lab = LAB_NAMES[0] if LAB_NAMES and LAB_NAMES[0] in wanted else None
+    return lab_tools.grade_labs(sorted(wanted), tmp_path_factory.mktemp("labs"), runtime_lab=runtime_lab)
 
 
 def _outcome(graded: dict, lab: str) -> GradedLab:
@@ -66,7 +80,6 @@ def test_every_release_has_a_source() -> None:
 @pytest.mark.parametrize("lab", LAB_NAMES)
 def test_every_part_is_complete(lab: str) -> None:
     solutions, tests = _source_cells(lab)
-    fixture_ids = {f.grade_id for f in lab_tools.fixtures(lab)}
     problems = []
     if not solutions:
         problems.append("no solution cell (nbgrader metadata solution: true)")
@@ -76,8 +89,12 @@ def test_every_part_is_complete(lab: str) -> None:
         test = tests.get(f"test_{grade_id}")
         if test is None:
             problems.append(f"solution cell {grade_id}: no test cell with grade_id test_{grade_id}")
-        if grade_id not in fixture_ids:
-            problems.append(f"solution cell {grade_id}: no fixture tests/fixtures/{lab}/{grade_id}__<idea>.py")
+        count = sum(f.grade_id == grade_id for f in lab_tools.fixtures(lab))
+        if count < MIN_FIXTURES_PER_PART:
+            problems.append(
+                f"solution cell {grade_id}: {count} wrong-answer fixtures tests/fixtures/{lab}/{grade_id}__<idea>.py, "
+                f"at least {MIN_FIXTURES_PER_PART} needed"
+            )
     for grade_id, cell in tests.items():
         meta = lab_tools.nbgrader_meta(cell)
         if not grade_id.startswith("test_") or grade_id.removeprefix("test_") not in solutions:
@@ -131,3 +148,39 @@ def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> Non
     )
     others = {cell: score for cell, score in scores.items() if cell != fixture.test_id and score[0] != score[1]}
     assert not others, f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}"
+
+
+@pytest.mark.parametrize(("lab", "case"), HOSTILE)
+def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileCase, graded: dict) -> None:
+    outcome = _outcome(graded, lab)
+    scores = outcome.scores.get(case.student)
+    assert scores, f"{case.student} is missing from the gradebook: nbgrader did not grade it"
+    tests = [grade_id for grade_id in _graded_ids_in_order(lab)]
+    expected = case.expect(tests)
+    got = {cell: scores[cell][0] for cell in tests}
+    wanted = {cell: scores[cell][1] if want == "full" else float(want) for cell, want in expected.items()}
+    assert got == wanted, f"{case.student}: scores (cell: got) {got}, expected {wanted}"
+    report = outcome.reports.get(case.student, {})
+    if case.flag:
+        assert report.get(case.flag), f"{case.student}: the grading report does not say '{case.flag}': {report}"
+    size = outcome.notebook_bytes.get(case.student, 0)
+    assert size < MAX_GRADED_NOTEBOOK_BYTES, f"{case.student}: the graded notebook holds {size} bytes of output"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES[:1])
+def test_honest_student_graded_after_hostile_ones_keeps_full_marks(lab: str, graded: dict) -> None:
+    scores = _outcome(graded, lab).scores.get(lab_tools.HONEST_AFTER_HOSTILE)
+    assert scores, "the honest student of the runtime-only shard was not graded"
+    lost = {cell: score for cell, score in scores.items() if score[0] != score[1]}
+    assert not lost, f"an honest student graded after the hostile submissions lost points: {lost}"
+    report = _outcome(graded, lab).reports[lab_tools.HONEST_AFTER_HOSTILE]
+    assert not report["restored_files"] and not report["killed_processes"], report
+
+
+def _graded_ids_in_order(lab: str) -> list[str]:
+    return [
+        lab_tools.nbgrader_meta(cell)["grade_id"]
+        for path in lab_tools.source_notebooks(lab)
+        for cell in nbformat.read(path, as_version=4).cells
+        if lab_tools.nbgrader_meta(cell).get("grade") and not lab_tools.nbgrader_meta(cell).get("solution")
+    ]

@@ -15,6 +15,7 @@ chapter in the table of contents. Each page is saved as a screenshot in pytest's
 from __future__ import annotations
 
 import functools
+import html
 import http.server
 import os
 import re
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
+import nbformat
 import pytest
 import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
@@ -260,3 +262,58 @@ def test_intro_links_every_chapter(visit: Opener) -> None:
     linked = {urlparse(h).path.removesuffix(".html").lstrip("/") for h in hrefs}
     missing = [c for c in chapters if c not in linked]
     assert not missing, f"book/intro.md does not link these chapters of _toc.yml: {missing}"
+
+
+def _lines_between(source: str, begin: str, end: str) -> list[str]:
+    """The stripped lines of every ``begin`` ... ``end`` region of a cell."""
+    lines, inside = [], False
+    for line in source.splitlines():
+        if line.strip() == begin:
+            inside = True
+        elif line.strip() == end:
+            inside = False
+        elif inside:
+            lines.append(line.strip())
+    return lines
+
+
+def _secret_lines() -> dict[str, str]:
+    """Lines of the labs' solutions and hidden tests that the student versions do not contain.
+
+    Only distinctive lines count (at least 30 characters): short ones like ``return out`` occur
+    anywhere. Each maps to the lab it comes from, for the message.
+    """
+    from tests import lab_tools
+
+    secrets: dict[str, str] = {}
+    for lab in lab_tools.lab_names():
+        released = "\n".join(
+            cell.source for path in lab_tools.release_notebooks(lab) for cell in nbformat.read(path, as_version=4).cells
+        )
+        for path in lab_tools.source_notebooks(lab):
+            for cell in nbformat.read(path, as_version=4).cells:
+                for begin, end in (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")):
+                    for line in _lines_between(cell.source, begin, end):
+                        if len(line) >= 30 and line not in released:
+                            secrets[line] = lab
+    return secrets
+
+
+def test_site_publishes_no_solution_and_no_hidden_test(site: Path) -> None:
+    """Every built file (pages, downloadable notebooks, search index) is free of lab answers."""
+    secrets = _secret_lines()
+    assert secrets, "found no solution or hidden-test lines in the lab sources: the check would prove nothing"
+    markers = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+    leaks = []
+    for path in sorted(site.rglob("*")):
+        if not path.is_file() or path.suffix not in {".html", ".ipynb", ".js", ".txt", ".json", ".md"}:
+            continue
+        raw = path.read_text(encoding="utf-8", errors="replace")
+        # Highlighted code is split into <span>s and escaped: compare the text a reader sees.
+        text = html.unescape(re.sub(r"<[^>]+>", "", raw))
+        # The markers are named on the instructors' page; in a lab's page they would mean a source leaked.
+        found = [m for m in markers if m in raw and "labs" in path.parts]
+        found += [line for line in secrets if line in text or line in raw]
+        if found:
+            leaks.append(f"{path.relative_to(site)}: {found[:3]}")
+    assert not leaks, "the public site contains lab solutions or hidden tests:\n  " + "\n  ".join(leaks)

@@ -16,12 +16,42 @@ import torch
 __all__ = ["ExerciseError", "check_close", "check_tensor", "check_equal", "check_function", "verdict"]
 
 
+# Captured when ptlabs is imported (a lab's locked setup cell, before any student code runs), so a
+# solution cell that replaces torch.testing.assert_close cannot turn the comparison into a no-op.
+_assert_close = torch.testing.assert_close
+
+
+class Ledger:
+    """What the checks did since the grader last reset it: successes counted, failures recorded.
+
+    The autograder compares the count with the reference solution's and refuses a test cell with a
+    recorded failure, so a failure that a student's code catches and hides still costs the points.
+    """
+
+    def __init__(self) -> None:
+        self.reset("")
+
+    def reset(self, test_id: str) -> None:
+        """Start counting for one test cell."""
+        self.test_id = test_id
+        self.passes = 0
+        self.failures: list[str] = []
+
+
+LEDGER = Ledger()
+
+
 class ExerciseError(AssertionError):
-    """A learner's answer is wrong; the message says what and why."""
+    """A learner's answer is wrong; the message says what and why (recorded in the ledger)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        LEDGER.failures.append(str(args[0]) if args else "")
 
 
 def verdict(name: str, detail: str = "") -> None:
-    """Print the single success line every check ends with."""
+    """Print the single success line every check ends with (and count it in the ledger)."""
+    LEDGER.passes += 1
     print(f"✅ {name}: correct" + (f" ({detail})" if detail else ""))
 
 
@@ -91,7 +121,7 @@ def check_close(
         actual, name=name, shape=tuple(expected.shape), dtype=expected.dtype, device=expected.device, announce=False
     )
     try:
-        torch.testing.assert_close(tensor, expected, rtol=rtol, atol=atol, equal_nan=True)
+        _assert_close(tensor, expected, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError:
         raise ExerciseError(f"{name}: {_describe_mismatch(tensor, expected, rtol, atol)}") from None
     verdict(name, f"shape {tuple(tensor.shape)}, {tensor.dtype}, values match")

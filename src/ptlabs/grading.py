@@ -1,0 +1,349 @@
+"""The labs' hidden-test helpers, and the in-kernel half of the grader.
+
+nbgrader runs a student's code in the same Python process as the tests that grade it, so any
+checker a solution cell can reach, it can replace. This module is imported by every lab's locked
+setup cell, before any student code runs, and the hidden tests call it by full name
+(``ptlabs.grading.check_close``), never through a name defined in the notebook. At import it
+records what the checks rely on (torch's and Python's built-in functions, the checkers
+themselves, IPython's code transformers); :func:`canaries`, the last line of every hidden block,
+proves that the checkers still reject known-wrong values, that the call counter still sees calls,
+and that nothing recorded has been replaced since.
+
+:func:`begin` and :func:`complete` are not written in notebooks: the autograder
+(``ptlabs.autograde``) wraps each graded test cell in them, with a one-time token, and gives a
+cell its points only when the token is printed, i.e. when the cell's last line ran after as many
+successful checks as the reference solution made and no failure.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import checks as _checks
+from .checks import LEDGER, ExerciseError, verdict
+
+__all__ = [
+    "TorchCallCounter",
+    "begin",
+    "canaries",
+    "check_close",
+    "check_equal",
+    "check_raises",
+    "check_same_storage",
+    "check_tensor",
+    "check_true",
+    "complete",
+    "count_hooks",
+]
+
+#: The line the autograder looks for at the end of a graded test cell.
+COMPLETION_FORMAT = "ptlabs-grading: {test_id} complete {token}"
+
+
+# ------------------------------------------------------------------------------------------- checks
+
+#: The tensor types a graded answer may have: a subclass could override the methods a comparison calls.
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+
+
+def _plain_tensor(actual: object, name: str) -> None:
+    if isinstance(actual, torch.Tensor) and type(actual) not in _PLAIN_TENSORS:
+        raise ExerciseError(f"{name}: expected a torch.Tensor, got the subclass {type(actual).__name__}")
+
+
+def check_tensor(actual: object, *, name: str, **expected: Any) -> torch.Tensor:
+    """:func:`ptlabs.check_tensor` (shape, dtype, device) that also refuses tensor subclasses."""
+    _plain_tensor(actual, name)
+    return _checks.check_tensor(actual, name=name, **expected)
+
+
+def check_close(
+    actual: object, expected: torch.Tensor, *, name: str, rtol: float | None = None, atol: float | None = None
+) -> None:
+    """:func:`ptlabs.check_close` (metadata, then values) that also refuses tensor subclasses."""
+    _plain_tensor(actual, name)
+    _checks.check_close(actual, expected, name=name, rtol=rtol, atol=atol)
+
+
+
+def _describe_type_mismatch(actual: object, expected: object, path: str) -> str | None:
+    """Where ``actual`` differs from ``expected`` in exact type, key order or value (None if equal)."""
+    if type(actual) is not type(expected):
+        return f"{path or 'value'} is a {type(actual).__name__} ({actual!r}), expected a {type(expected).__name__}"
+    if isinstance(expected, dict):
+        if list(actual) != list(expected):
+            return f"{path or 'dict'} has keys {list(actual)!r}, expected {list(expected)!r} (in this order)"
+        for key in expected:
+            problem = _describe_type_mismatch(actual[key], expected[key], f"{path}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, (list, tuple)):
+        if len(actual) != len(expected):
+            return f"{path or 'value'} has {len(actual)} items, expected {len(expected)}: {actual!r} vs {expected!r}"
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            problem = _describe_type_mismatch(a, e, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    if actual != expected:
+        return f"{path or 'value'} is {actual!r}, expected {expected!r}"
+    return None
+
+
+def check_equal(actual: object, expected: object, *, name: str) -> None:
+    """Strict equality: exact types all the way down (a list is not a tuple, a bool not an int), key order."""
+    problem = _describe_type_mismatch(actual, expected, "")
+    if problem:
+        raise ExerciseError(f"{name}: {problem}")
+    verdict(name, repr(expected) if len(repr(expected)) <= 60 else f"{type(expected).__name__} matches")
+
+
+def check_true(condition: object, *, name: str, why: str) -> None:
+    """Pass only when ``condition is True``; ``why`` says what is wrong otherwise."""
+    if condition is not True:
+        raise ExerciseError(f"{name}: {why}")
+    verdict(name)
+
+
+def check_raises(
+    exception_type: type[BaseException], function: Callable[..., Any], *args: Any, name: str, **kwargs: Any
+) -> BaseException:
+    """Call ``function(*args, **kwargs)``; pass only if it raises ``exception_type``. Return the exception."""
+    try:
+        function(*args, **kwargs)
+    except exception_type as exc:
+        verdict(name, f"raises {type(exc).__name__}")
+        return exc
+    except Exception as exc:  # noqa: BLE001  (any other exception is the wrong answer, reported as such)
+        raise ExerciseError(
+            f"{name}: raised {type(exc).__name__} ({exc}), expected {exception_type.__name__}"
+        ) from None
+    raise ExerciseError(f"{name}: no exception; expected {exception_type.__name__} to propagate to the caller")
+
+
+def check_same_storage(view: object, base: torch.Tensor, *, name: str) -> None:
+    """``view`` is a tensor over ``base``'s storage: no element was copied."""
+    if not isinstance(view, torch.Tensor):
+        raise ExerciseError(f"{name}: expected a torch.Tensor, got {type(view).__name__}")
+    if view.untyped_storage().data_ptr() != base.untyped_storage().data_ptr():
+        raise ExerciseError(f"{name}: the result lives in a different storage than its input, so it is a copy")
+    verdict(name, "same storage as the input")
+
+
+class TorchCallCounter(TorchFunctionMode):
+    """Records the name of every torch function and tensor method called inside a ``with`` block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001  (torch's protocol)
+        self.names.append(getattr(func, "__name__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+    def count(self, substring: str) -> int:
+        """How many recorded calls have ``substring`` in their name (case-insensitive)."""
+        needle = substring.lower()
+        return sum(needle in name.lower() for name in self.names)
+
+
+_HOOK_ATTRIBUTES = {
+    "forward": "_forward_hooks",
+    "forward_pre": "_forward_pre_hooks",
+    "backward": "_backward_hooks",
+    "backward_pre": "_backward_pre_hooks",
+    "state_dict": "_state_dict_hooks",
+}
+
+
+def count_hooks(module: torch.nn.Module, kind: str = "forward") -> int:
+    """How many hooks of ``kind`` are registered on ``module`` and all its sub-modules."""
+    if kind not in _HOOK_ATTRIBUTES:
+        raise ValueError(f"kind must be one of {sorted(_HOOK_ATTRIBUTES)}, got {kind!r}")
+    return sum(len(getattr(sub, _HOOK_ATTRIBUTES[kind])) for sub in module.modules())
+
+
+# ------------------------------------------------------------------------------------ tamper evidence
+
+
+def _namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The namespaces whose contents the checks trust: torch's, Python's and ptlabs's own."""
+    import ptlabs  # the package object, as imported by the setup cell
+
+    yield "builtins", vars(builtins)
+    yield "torch", vars(torch)
+    yield "torch.Tensor", vars(torch.Tensor)
+    yield "torch._C.TensorBase", vars(torch._C.TensorBase)
+    yield "torch.nn.functional", vars(torch.nn.functional)
+    yield "torch.nn.Module", vars(torch.nn.Module)
+    yield "torch.testing", vars(torch.testing)
+    yield "torch.overrides", vars(torch.overrides)
+    yield "ptlabs", vars(ptlabs)
+    yield "ptlabs.checks", vars(_checks)
+    yield "ptlabs.grading", vars(sys.modules[__name__])
+
+
+#: Namespaces of classes: unlike a module's, they gain no entries on their own.
+_CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module"}
+
+# Names that the runtime itself rebinds between cells: IPython's builtin trap swaps these in and out,
+# and ipykernel installs an `input` of its own for each execution.
+_VOLATILE = {"builtins": {"exit", "quit", "get_ipython", "input", "_", "__", "___"}}
+
+
+def _same_function(recorded: object, now: object) -> bool:
+    """``now`` is ``recorded``, or torch's own dynamo-disabling wrapper of it.
+
+    Importing ``torch._dynamo`` (an optimizer step does) rebinds ``torch.manual_seed`` to such a
+    wrapper; a wrapper made anywhere else is a replacement.
+    """
+    if now is recorded:
+        return True
+    code = getattr(now, "__code__", None)
+    return (
+        getattr(now, "__wrapped__", None) is recorded
+        and code is not None
+        and code.co_filename.replace("\\", "/").endswith("torch/_compile.py")
+    )
+
+
+def _ipython_transformers() -> tuple[Any, ...]:
+    """IPython's code transformers, which can rewrite every later cell (empty outside IPython)."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    if shell is None:
+        return ()
+    return (
+        tuple(shell.ast_transformers),
+        tuple(shell.input_transformers_cleanup),
+        tuple(shell.input_transformers_post),
+        shell.input_transformer_manager,
+    )
+
+
+def _global_module_hooks() -> int:
+    """Hooks registered for every nn.Module at once (``register_module_forward_hook`` and friends)."""
+    module = sys.modules["torch.nn.modules.module"]
+    names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")]
+    return sum(len(getattr(module, name)) for name in names)
+
+
+class _Snapshot:
+    """Identity of everything the checks trust, recorded before student code runs."""
+
+    def __init__(self) -> None:
+        self.namespaces = {label: dict(space) for label, space in _namespaces()}
+        self.modules = {name: sys.modules.get(name) for name in ("builtins", "torch", "ptlabs", __name__)}
+        self.transformers = _ipython_transformers()
+        self.global_hooks = _global_module_hooks()
+        self.hooks = (sys.gettrace(), sys.getprofile(), tuple(sys.meta_path))
+
+    def differences(self) -> list[str]:
+        """What was replaced, removed or installed since the snapshot."""
+        found = []
+        for label, space in _namespaces():
+            recorded = self.namespaces[label]
+            volatile = _VOLATILE.get(label, set())
+            changed = [
+                key for key, value in recorded.items() if key not in volatile and not _same_function(value, space.get(key))
+            ]
+            if label in _CLASSES:  # a new entry in a class shadows what it inherits (Tensor.__eq__)
+                changed += [key for key in space if key not in recorded]
+            if changed:
+                found.append(f"{label}: {', '.join(sorted(changed)[:5])} replaced or removed")
+        changed_modules = [name for name, module in self.modules.items() if sys.modules.get(name) is not module]
+        if changed_modules:
+            found.append(f"sys.modules entries replaced: {', '.join(changed_modules)}")
+        if _ipython_transformers() != self.transformers:
+            found.append("an IPython code transformer was installed or removed")
+        if _global_module_hooks() != self.global_hooks:
+            found.append("a global nn.Module hook was registered")
+        if (sys.gettrace(), sys.getprofile(), tuple(sys.meta_path)) != self.hooks:
+            found.append("a trace/profile function or an import hook was installed")
+        import ptlabs
+
+        if getattr(ptlabs, "grading", None) is not sys.modules[__name__]:
+            found.append("ptlabs.grading is not the module the setup cell imported")
+        if torch._C._len_torch_function_stack() != 0:
+            found.append("a TorchFunctionMode is active")
+        return found
+
+
+
+class GraderTampered(ExerciseError):
+    """The grader's own machinery no longer works as recorded: the cell earns nothing."""
+
+
+def _canary_problems() -> list[str]:
+    """Known-wrong values the checkers must reject, a known call the counter must see, the snapshot."""
+    problems = _SNAPSHOT.differences()
+    saved = (LEDGER.passes, list(LEDGER.failures))
+    try:
+        wrong_values: list[tuple[str, Callable[[], object]]] = [
+            ("check_close", lambda: check_close(torch.zeros(3), torch.ones(3), name="canary")),
+            ("check_close (dtype)", lambda: check_close(torch.zeros(2), torch.zeros(2, dtype=torch.int64), name="c")),
+            ("check_equal", lambda: check_equal([1, 2], (1, 2), name="canary")),
+            ("check_true", lambda: check_true(1, name="canary", why="1 is not True")),
+            ("check_raises", lambda: check_raises(ValueError, int, "7", name="canary")),
+        ]
+        for label, attempt in wrong_values:
+            try:
+                attempt()
+            except ExerciseError:
+                continue
+            except Exception as exc:  # noqa: BLE001  (a checker that crashes has been replaced)
+                problems.append(f"{label} crashed on a known-wrong value ({type(exc).__name__})")
+                continue
+            problems.append(f"{label} accepted a known-wrong value")
+        try:
+            with TorchCallCounter() as calls:
+                torch.add(torch.zeros(1), 1)
+            if calls.count("add") < 1:
+                problems.append("the torch call counter did not see torch.add")
+        except Exception as exc:  # noqa: BLE001
+            problems.append(f"the torch call counter does not work ({type(exc).__name__})")
+    finally:
+        LEDGER.passes, LEDGER.failures = saved
+    return problems
+
+
+def canaries() -> None:
+    """The last line of every hidden block: prove the grader still works, or fail the cell."""
+    problems = _canary_problems()
+    if problems:
+        raise GraderTampered("the grader was tampered with: " + "; ".join(problems))
+    verdict("grader canaries", "checkers reject wrong values; nothing patched")
+
+
+def begin(test_id: str) -> None:
+    """Start a graded test cell (inserted by the autograder as the cell's first line)."""
+    LEDGER.reset(test_id)
+
+
+def complete(test_id: str, token: str, expected_checks: int) -> None:
+    """End a graded test cell (inserted as its last line): print the token only for a clean, full run.
+
+    ``expected_checks`` is the number of checks the reference solution passes in this cell
+    (negative when the grader does not know it).
+    """
+    failures, passes = list(LEDGER.failures), LEDGER.passes
+    if LEDGER.test_id != test_id:
+        raise GraderTampered(f"{test_id}: the grader's start-of-cell marker did not run")
+    problems = _canary_problems()
+    if problems:
+        raise GraderTampered(f"{test_id}: the grader was tampered with: " + "; ".join(problems))
+    if failures:
+        raise ExerciseError(f"{test_id}: {len(failures)} check(s) failed and were caught: {failures[0]}")
+    if expected_checks >= 0 and passes != expected_checks:
+        raise ExerciseError(f"{test_id}: {passes} check(s) passed, the reference solution passes {expected_checks}")
+    print(COMPLETION_FORMAT.format(test_id=test_id, token=token))
+
+
+# Last, so that the record includes every function above (and the record itself).
+_SNAPSHOT = _Snapshot()

@@ -1,0 +1,157 @@
+"""Hostile submissions: cheats and broken notebooks, each with the grade it must get.
+
+The labs' wrong-answer fixtures (tests/fixtures/<lab>/) are honest mistakes. These are the
+other kind: a student who tries to get marks without the work, or a notebook that breaks the
+grading run. Each case builds a submission from the lab's release and says what every graded
+part must score:
+
+- a **cheat** starts from wrong answers (the first wrong-answer fixture of every part, each of
+  which loses its part when graded honestly) and adds the cheating code as a cell of its own
+  (tests/fixtures/hostile/<name>.py). It must score zero everywhere: with the course's code
+  policy on (the documented configuration) the grades are withheld before anything runs; with the
+  policy off, the runtime defences alone (captured checkers, canaries, completion tokens, the
+  course record and the reaper) must still give it nothing;
+- a **runtime** case starts from the solution and breaks the run (a dead kernel, a loop that
+  ignores SIGINT, 50 MB of output, a deleted test cell, stripped metadata): the parts it did not
+  break keep their points, and ``nbgrader autograde`` still exits 0 for the whole class.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from tests import lab_tools
+
+HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
+
+#: A submission built from (release, solution answers, wrong answers) -> notebook.
+Builder = Callable[[nbformat.NotebookNode, dict[str, str], dict[str, str]], nbformat.NotebookNode]
+
+
+@dataclass(frozen=True)
+class HostileCase:
+    """One hostile submission and the score each graded part must get."""
+
+    name: str
+    build: Builder
+    #: test cell grade_ids in notebook order -> score each must get ("full" or 0)
+    expect: Callable[[list[str]], dict[str, str | int]]
+    #: why the grader's report must say the submission needs review ("" when it must not)
+    flag: str
+    policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
+
+    @property
+    def student(self) -> str:
+        return f"hostile-{self.name.replace('_', '-')}-{'policy' if self.policy else 'runtime'}"
+
+
+def cheat_source(name: str) -> str:
+    """The cheating cell tests/fixtures/hostile/<name>.py (its first line names the cheat)."""
+    return (HOSTILE / f"{name}.py").read_text(encoding="utf-8").rstrip("\n")
+
+
+def cheat_names() -> list[str]:
+    return sorted(path.stem for path in HOSTILE.glob("*.py"))
+
+
+def _setup_index(nb: nbformat.NotebookNode) -> int:
+    return next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("grade_id") == "setup")
+
+
+def _test_index(nb: nbformat.NotebookNode, position: int) -> int:
+    """Index of the ``position``-th graded test cell (0-based)."""
+    return [i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("grade")][position]
+
+
+def _with_cell(nb: nbformat.NotebookNode, after: int, source: str) -> nbformat.NotebookNode:
+    """A copy of ``nb`` with a new student code cell (no nbgrader metadata) after cell ``after``."""
+    nb = copy.deepcopy(nb)
+    nb.cells.insert(after + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def _cheat(name: str) -> Builder:
+    def build(release, answers, wrong):  # noqa: ANN001, ANN202
+        nb = lab_tools.build_submission(release, wrong)
+        return _with_cell(nb, _setup_index(nb), cheat_source(name))
+
+    return build
+
+
+def _after_second_test(source: str) -> Builder:
+    def build(release, answers, wrong):  # noqa: ANN001, ANN202
+        nb = lab_tools.build_submission(release, answers)
+        return _with_cell(nb, _test_index(nb, 1), source)
+
+    return build
+
+
+def _delete_first_test(release, answers, wrong):  # noqa: ANN001, ANN202
+    nb = lab_tools.build_submission(release, answers)
+    del nb.cells[_test_index(nb, 0)]
+    return nb
+
+
+def _strip_metadata(release, answers, wrong):  # noqa: ANN001, ANN202
+    nb = lab_tools.build_submission(release, answers)
+    for cell in nb.cells:
+        cell.metadata = {}
+    return nb
+
+
+def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
+    """Wrong answers; the locked bootstrap cell and every test cell rewritten to pass."""
+    nb = lab_tools.build_submission(release, wrong)
+    for cell in nb.cells:
+        meta = lab_tools.nbgrader_meta(cell)
+        if meta.get("grade_id") == "bootstrap":
+            cell.source = cheat_source("noop_comparisons")
+        elif meta.get("grade"):
+            cell.source = "pass"
+    return nb
+
+
+DEAD_KERNEL = "# The kernel dies (os._exit) after part 2.\nimport os\nos._exit(0)"
+SIGINT_PROOF_LOOP = (
+    "# A loop that ignores the interrupt a timeout sends.\n"
+    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+)
+HUGE_LINE = "# 50 MB of output on one line.\nprint('x' * 50_000_000)"
+
+
+def _all(score: str | int) -> Callable[[list[str]], dict[str, str | int]]:
+    return lambda tests: {test: score for test in tests}
+
+
+def _first_two_full(tests: list[str]) -> dict[str, str | int]:
+    return {test: "full" if index < 2 else 0 for index, test in enumerate(tests)}
+
+
+def cases() -> list[HostileCase]:
+    """Every hostile case: each cheat with the policy on and off, then the runtime cases."""
+    found = []
+    for name in cheat_names():
+        found.append(HostileCase(name, _cheat(name), _all(0), "withheld", policy=True))
+        found.append(HostileCase(name, _cheat(name), _all(0), "", policy=False))
+    found += [
+        HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
+        HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
+        HostileCase("huge_output", _after_second_test(HUGE_LINE), _all("full"), "", policy=True),
+        HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
+        HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
+        HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),
+    ]
+    return found
+
+
+def wrong_answers(lab_fixtures: list[lab_tools.Fixture]) -> dict[str, str]:
+    """The first wrong-answer fixture of every part: a submission that earns nothing honestly."""
+    chosen: dict[str, str] = {}
+    for fixture in lab_fixtures:
+        chosen.setdefault(fixture.grade_id, fixture.source())
+    return chosen

@@ -1,0 +1,165 @@
+"""The in-kernel half of the grader: strict checks, the ledger, canaries that notice tampering, the token.
+
+Tampering tests patch torch or ptlabs for real (inside ``monkeypatch``, which puts everything back),
+because that is exactly what a cheating solution cell does.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ptlabs
+import ptlabs.grading as grading
+from ptlabs import ExerciseError
+from ptlabs.checks import LEDGER
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "message"),
+    [
+        ([1, 2], (1, 2), "value is a list"),
+        ((1, True), (1, 1), r"\[1\] is a bool"),
+        (torch.Size([2]), (2,), "value is a Size"),
+        ({"b": 1, "a": 2}, {"a": 2, "b": 1}, r"keys \['b', 'a'\], expected \['a', 'b'\] \(in this order\)"),
+        ({"a": [1]}, {"a": [2]}, r"\['a'\]\[0\] is 1, expected 2"),
+        ((1, 2, 3), (1, 2), "has 3 items, expected 2"),
+    ],
+)
+def test_check_equal_is_strict_about_types_order_and_values(actual: object, expected: object, message: str) -> None:
+    with pytest.raises(ExerciseError, match=message):
+        grading.check_equal(actual, expected, name="ex")
+
+
+def test_check_close_refuses_a_tensor_subclass() -> None:
+    class Agreeable(torch.Tensor):
+        pass
+
+    with pytest.raises(ExerciseError, match="got the subclass Agreeable"):
+        grading.check_close(torch.ones(2).as_subclass(Agreeable), torch.ones(2), name="ex")
+    grading.check_close(torch.nn.Parameter(torch.ones(2)), torch.ones(2), name="ex")
+
+
+def test_check_true_needs_exactly_true() -> None:
+    with pytest.raises(ExerciseError, match="ex: it was 1"):
+        grading.check_true(1, name="ex", why="it was 1")
+    grading.check_true(True, name="ex", why="")
+
+
+def test_check_raises_wants_that_exception_to_propagate() -> None:
+    def swallow() -> None:
+        return None
+
+    with pytest.raises(ExerciseError, match="no exception; expected ValueError to propagate"):
+        grading.check_raises(ValueError, swallow, name="ex")
+    with pytest.raises(ExerciseError, match="raised KeyError .*expected ValueError"):
+        grading.check_raises(ValueError, {}.__getitem__, "k", name="ex")
+    assert isinstance(grading.check_raises(ValueError, int, "x", name="ex"), ValueError)
+
+
+def test_check_same_storage_rejects_a_copy() -> None:
+    base = torch.arange(6.0)
+    grading.check_same_storage(base[2:], base, name="ex")
+    with pytest.raises(ExerciseError, match="different storage"):
+        grading.check_same_storage(base.clone(), base, name="ex")
+
+
+def test_call_counter_counts_by_substring() -> None:
+    with grading.TorchCallCounter() as calls:
+        torch.nn.functional.scaled_dot_product_attention(torch.ones(1, 2, 4), torch.ones(1, 2, 4), torch.ones(1, 2, 4))
+    assert calls.count("DOT_PRODUCT") == 1
+
+
+def test_count_hooks_by_kind() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    handle = model[0].register_forward_hook(lambda *args: None)
+    model.register_forward_pre_hook(lambda *args: None)
+    assert (grading.count_hooks(model), grading.count_hooks(model, "forward_pre")) == (1, 1)
+    handle.remove()
+    assert grading.count_hooks(model) == 0
+    with pytest.raises(ValueError, match="kind must be one of"):
+        grading.count_hooks(model, "sideways")
+
+
+def test_ledger_counts_passes_and_records_caught_failures() -> None:
+    grading.begin("test_x")
+    grading.check_true(True, name="a", why="")
+    try:
+        grading.check_true(False, name="b", why="caught by the student")
+    except ExerciseError:
+        pass
+    assert (LEDGER.passes, LEDGER.failures) == (1, ["b: caught by the student"])
+
+
+def test_complete_prints_the_token_only_after_a_clean_full_run(capsys: pytest.CaptureFixture[str]) -> None:
+    grading.begin("test_x")
+    grading.check_true(True, name="a", why="")
+    grading.complete("test_x", "tok", 1)
+    assert capsys.readouterr().out.splitlines()[-1] == "ptlabs-grading: test_x complete tok"
+    grading.begin("test_x")
+    with pytest.raises(ExerciseError, match="0 check\\(s\\) passed, the reference solution passes 1"):
+        grading.complete("test_x", "tok", 1)
+    grading.begin("test_x")
+    with pytest.raises(ExerciseError, match="1 check\\(s\\) failed and were caught"):
+        try:
+            grading.check_true(False, name="b", why="hidden")
+        except ExerciseError:
+            pass
+        grading.complete("test_x", "tok", 0)
+    grading.begin("test_y")
+    with pytest.raises(grading.GraderTampered, match="start-of-cell marker did not run"):
+        grading.complete("test_x", "tok", 0)
+
+
+def test_canaries_pass_untouched(capsys: pytest.CaptureFixture[str]) -> None:
+    grading.canaries()
+    assert capsys.readouterr().out.startswith("✅ grader canaries: correct")
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "replacement", "evidence"),
+    [
+        (torch.testing, "assert_close", lambda *a, **k: None, "torch.testing: assert_close replaced"),
+        (torch, "allclose", lambda *a, **k: True, "torch: allclose replaced"),
+        (ptlabs, "check_close", print, "ptlabs: check_close replaced"),
+        (grading, "check_equal", lambda *a, **k: None, "check_equal accepted a known-wrong value"),
+        (grading, "TorchCallCounter", object, "the torch call counter does not work"),
+        (torch.Tensor, "__eq__", lambda self, other: True, r"torch.Tensor: __eq__ replaced"),
+    ],
+)
+def test_canaries_notice_a_replaced_function(
+    monkeypatch: pytest.MonkeyPatch, target: object, name: str, replacement: object, evidence: str
+) -> None:
+    monkeypatch.setattr(target, name, replacement)
+    with pytest.raises(grading.GraderTampered, match=evidence):
+        grading.canaries()
+
+
+class _PassThrough(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        return func(*args, **(kwargs or {}))
+
+
+def test_canaries_notice_a_function_mode_left_on() -> None:
+    mode = _PassThrough()
+    mode.__enter__()
+    try:
+        with pytest.raises(grading.GraderTampered, match="a TorchFunctionMode is active"):
+            grading.canaries()
+    finally:
+        mode.__exit__(None, None, None)
+
+
+def test_canaries_notice_a_global_module_hook() -> None:
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: None)
+    try:
+        with pytest.raises(grading.GraderTampered, match="a global nn.Module hook was registered"):
+            grading.canaries()
+    finally:
+        handle.remove()
+
+
+def test_torchs_own_dynamo_wrapper_is_not_tampering() -> None:
+    import torch._dynamo  # noqa: F401  (rebinds torch.manual_seed to a dynamo-disabling wrapper)
+
+    grading.canaries()
