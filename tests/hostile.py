@@ -83,6 +83,15 @@ def _cheat(name: str) -> Builder:
     return build
 
 
+def _cheat_above_setup(name: str) -> Builder:
+    """Wrong answers, and the cheat as the notebook's first cell: it would run before the checks exist."""
+
+    def build(release, answers, wrong):  # noqa: ANN001, ANN202
+        return _with_cell(lab_tools.build_submission(release, wrong), -1, cheat_source(name))
+
+    return build
+
+
 def _after_second_test(source: str) -> Builder:
     def build(release, answers, wrong):  # noqa: ANN001, ANN202
         nb = lab_tools.build_submission(release, answers)
@@ -139,6 +148,7 @@ def cases() -> list[HostileCase]:
         found.append(HostileCase(name, _cheat(name), _all(0), "withheld", policy=True))
         found.append(HostileCase(name, _cheat(name), _all(0), "", policy=False))
     found += [
+        HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase("huge_output", _after_second_test(HUGE_LINE), _all("full"), "", policy=True),

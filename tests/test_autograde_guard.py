@@ -93,6 +93,7 @@ def test_course_record_puts_back_changed_created_and_deleted_files(tmp_path: Pat
     (tmp_path / "gradebook.db").write_bytes(b"forged")
     (tmp_path / "submitted" / "bob" / "lab.ipynb").unlink()
     (tmp_path / "gradebook.db-journal").write_bytes(b"hot journal")
+    (tmp_path / "autograde.log").write_text("the instructor's own log, written while grading")
     changes = record.changes()
     assert changes == ["gradebook.db", "gradebook.db-journal", "submitted/bob/lab.ipynb"]
     record.restore(changes)

@@ -83,6 +83,12 @@ def _graded_test_cells(nb: NotebookNode) -> list[tuple[int, NotebookNode]]:
     ]
 
 
+def _setup_index(nb: NotebookNode) -> int:
+    """Index of the lab's locked set-up cell (grade_id ``setup``), 0 when there is none."""
+    ids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
+    return ids.index("setup") if "setup" in ids else 0
+
+
 def _count_checks(cell: NotebookNode) -> int:
     """The ✅ lines in a cell's outputs: how many checks the reference solution passes there."""
     text = "".join(output.get("text", "") for output in cell.get("outputs", []) if output.output_type == "stream")
@@ -163,6 +169,7 @@ class GuardedExecute(Execute):
             if grade_id in trusted and cell.source in (trusted[grade_id], put_back):
                 continue
             student_cells.append((index, cell))
+        self._student_cells = {index for index, _ in student_cells}
         modules = setup_module_names(list(trusted.values()))
         return [finding for index, cell in student_cells for finding in scan_cell(cell.source, index, modules)]
 
@@ -226,7 +233,12 @@ class GuardedExecute(Execute):
         with self.setup_kernel(cwd=str(place.folder), env=place.env):
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+            setup = _setup_index(self.nb)
             for index, cell in enumerate(self.nb.cells):
+                if index < setup and index in self._student_cells:
+                    # Code that ran before the set-up would run before the checks record what they trust.
+                    cell.outputs = [_error_output("NotRun", "student code above the set-up cell is not run")]
+                    continue
                 try:
                     # No history: code that runs during a test cell cannot read the cell's source (its token).
                     self.execute_cell(cell, index, store_history=False)

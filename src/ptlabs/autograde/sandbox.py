@@ -6,7 +6,7 @@ the instructor can. Without a container we cannot forbid that, so we make it not
 - the kernel starts in a temporary folder outside the course, with a temporary home and IPython
   folder, so that relative paths do not lead to the gradebook and nothing it writes there (an
   IPython startup script, a config file) reaches the next student's kernel;
-- :class:`CourseRecord` records every file of the course before the kernel starts, and after it
+- :class:`CourseRecord` records the files of the course that grading trusts before the kernel starts, and after it
   stopped puts back whatever changed (the gradebook first of all) and reports it, so the
   submission's grades can be refused;
 - :func:`reap` ends every process the kernel left behind, found by a marker in its environment
@@ -25,10 +25,14 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
-#: Files the grading process itself writes while a kernel runs (nbgrader's log).
-GRADER_WRITES = frozenset({".nbgrader.log"})
+#: What of the course folder the record watches: the folders nbgrader keeps, the gradebook (with any
+#: journal SQLite would replay) and nbgrader's configuration files, which a later run would load. Other
+#: files in the course root are the instructor's (a log redirected there while grading, grades.csv).
+WATCHED_FOLDERS = ("source", "release", "submitted", "autograded", "feedback")
+WATCHED_ROOT_FILES = ("gradebook.db*", "nbgrader_config.*")
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -49,7 +53,12 @@ class CourseRecord:
 
     def _read(self) -> dict[str, bytes]:
         """Paths relative to the course root (absolute for the extra folders) -> contents."""
-        files = dict(_read_tree(self.root))
+        files = {
+            relative: data
+            for relative, data in _read_tree(self.root)
+            if relative.split(os.sep)[0] in WATCHED_FOLDERS
+            or (os.sep not in relative and any(fnmatch(relative, pattern) for pattern in WATCHED_ROOT_FILES))
+        }
         for extra in self.extra_roots:
             files.update({str(extra / relative): data for relative, data in _read_tree(extra) if "__pycache__" not in relative})
         return files
@@ -79,9 +88,8 @@ def _read_tree(root: Path) -> Iterable[tuple[str, bytes]]:
         for name in names:
             path = Path(folder) / name
             relative = str(path.relative_to(root))
-            if relative in GRADER_WRITES or path.is_symlink():
-                if path.is_symlink():
-                    yield relative, b"symlink:" + os.readlink(path).encode()
+            if path.is_symlink():
+                yield relative, b"symlink:" + os.readlink(path).encode()
                 continue
             try:
                 yield relative, path.read_bytes()
