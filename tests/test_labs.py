@@ -34,6 +34,7 @@ HOSTILE = [
 MAX_GRADED_NOTEBOOK_BYTES = 1_000_000
 MIN_FIXTURES_PER_PART = 4
 END_HIDDEN = "### END HIDDEN TESTS"
+CANARIES = "ptlabs.grading.canaries()"
 
 
 def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str, nbformat.NotebookNode]]:
@@ -45,6 +46,13 @@ def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str,
         solutions.update(lab_tools.solution_cells(nb))
         tests.update(lab_tools.graded_cells(nb))
     return solutions, tests
+
+
+def _last_hidden_line(source: str) -> str:
+    """The last non-blank line before END HIDDEN TESTS."""
+    hidden = source.split(END_HIDDEN)[0].split(BEGIN_HIDDEN)[-1]
+    lines = [line.strip() for line in hidden.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +113,16 @@ def test_every_part_is_complete(lab: str) -> None:
             problems.append(f"test cell {grade_id}: not locked")
         if BEGIN_HIDDEN not in cell.source or END_HIDDEN not in cell.source:
             problems.append(f"test cell {grade_id}: no {BEGIN_HIDDEN} / {END_HIDDEN} region")
+        elif _last_hidden_line(cell.source) != CANARIES:
+            problems.append(f"test cell {grade_id}: the hidden tests must end with {CANARIES}")
+    for path in lab_tools.source_notebooks(lab):
+        cells = nbformat.read(path, as_version=4).cells
+        code = [cell for cell in cells if cell.cell_type == "code"]
+        if not code or not lab_tools.nbgrader_meta(code[0]).get("locked"):
+            problems.append(f"{path.name}: the first code cell (the Colab set-up) is not locked; run `make refresh`")
+        setup = [cell for cell in code if lab_tools.nbgrader_meta(cell).get("grade_id") == "setup"]
+        if not setup or "import ptlabs.grading" not in setup[0].source:
+            problems.append(f"{path.name}: no locked cell with grade_id 'setup' that imports ptlabs.grading")
     for fixture in lab_tools.fixtures(lab):
         if fixture.grade_id not in solutions:
             problems.append(f"{fixture.path.name}: {lab} has no solution cell {fixture.grade_id}")
