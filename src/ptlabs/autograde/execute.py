@@ -83,6 +83,12 @@ def _graded_test_cells(nb: NotebookNode) -> list[tuple[int, NotebookNode]]:
     ]
 
 
+def _cell_label(cell: NotebookNode, index: int) -> str:
+    """How a report names a cell: its grade_id when it has one, else its position counted from 1."""
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+    return f"cell {index + 1} ({grade_id})" if grade_id else f"cell {index + 1}"
+
+
 def _setup_index(nb: NotebookNode) -> int:
     """Index of the lab's locked set-up cell (grade_id ``setup``), 0 when there is none."""
     ids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
@@ -243,9 +249,9 @@ class GuardedExecute(Execute):
                     # No history: code that runs during a test cell cannot read the cell's source (its token).
                     self.execute_cell(cell, index, store_history=False)
                 except CellTimeoutError:
-                    report.stopped = f"cell {index} ran longer than {self.timeout} s; the kernel was stopped"
+                    report.stopped = f"{_cell_label(cell, index)} ran longer than {self.timeout} s; the kernel was stopped"
                 except DeadKernelError:
-                    report.stopped = f"the kernel died while running cell {index}"
+                    report.stopped = f"the kernel died while running {_cell_label(cell, index)}"
                 if report.stopped:
                     cell.outputs.append(_error_output("GradingStopped", report.stopped))
                     stopped_at = index

@@ -65,12 +65,12 @@ _transformer = TransformerManager()
 class Finding:
     """One place where a cell breaks the policy."""
 
-    cell: int  # index of the cell in the notebook
+    cell: int  # index of the cell in the notebook (0-based)
     line: int  # line in the cell (after IPython's magics were turned into Python)
     what: str
 
     def __str__(self) -> str:
-        return f"cell {self.cell}, line {self.line}: {self.what}"
+        return f"cell {self.cell + 1}, line {self.line}: {self.what}"  # counted from 1, as a reader counts
 
 
 def _last_name(node: ast.AST) -> str:
