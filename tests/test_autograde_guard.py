@@ -35,6 +35,7 @@ HONEST = [
     "class Net(nn.Module):\n    def forward(self, input):\n        return input.relu()",
     "ptlabs.check_close(torch.ones(2), torch.ones(2), name='my own check')",
     "result = getattr(model, 'weight')",
+    "import torch.nn.functional as F\nfrom torch import nn\nimport torch as torch",
     "print('debug', x.shape)\n%time y = x + 1",
     "%%timeit\nF.relu(flatten(x))",
 ]
@@ -51,6 +52,8 @@ CHEATS = {
     "from os import path": "imports os",
     "def sorted(x):\n    return x": "rebinds 'sorted'",
     "F = None": "rebinds 'F'",
+    "import math as F": "rebinds 'F'",
+    "from operator import is_not as isinstance": "rebinds 'isinstance'",
     "getattr(torch, '_C')": "getattr with a computed or private attribute name",
     "torch._C._set_grad_enabled(True)": "private attribute",
     "x.__class__.__bases__": "uses the attribute __class__",

@@ -58,6 +58,9 @@ ALLOWED_DUNDERS = frozenset(
 #: Names bound by the locked setup cells and Python itself: rebinding one changes what the tests run.
 PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlabs"}
 
+#: The modules those names stand for: a student may import them under these names themselves.
+CONVENTIONAL_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
+
 _transformer = TransformerManager()
 
 
@@ -112,7 +115,7 @@ class _Reader(ast.NodeVisitor):
             self.check_import(node, alias.name)
             bound = alias.asname or alias.name.split(".")[0]
             if alias.asname is not None and self.depth == 0:  # `import math` binds math to math: harmless
-                self.check_binding(node, bound, from_import=True)
+                self.check_binding(node, bound, imported=alias.name)
             self.module_names.add(bound)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -121,7 +124,7 @@ class _Reader(ast.NodeVisitor):
             if alias.name == "*" or alias.name in FORBIDDEN_NAMES or alias.name in FORBIDDEN_TORCH_PARTS:
                 self.flag(node, f"imports {alias.name!r} from {node.module}")
             if self.depth == 0:
-                self.check_binding(node, alias.asname or alias.name, from_import=True)
+                self.check_binding(node, alias.asname or alias.name, imported=f"{node.module}.{alias.name}")
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in FORBIDDEN_NAMES or node.id in self.banned:
@@ -131,9 +134,9 @@ class _Reader(ast.NodeVisitor):
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
             self.check_binding(node, node.id)
 
-    def check_binding(self, node: ast.AST, name: str, *, from_import: bool = False) -> None:
-        # Re-importing a module under the name the setup gave it (``from torch import nn``) changes nothing.
-        if name in PROTECTED_NAMES and not (from_import and name in self.module_names):
+    def check_binding(self, node: ast.AST, name: str, *, imported: str = "") -> None:
+        # Importing a module under its usual name (``import torch.nn.functional as F``) changes nothing.
+        if name in PROTECTED_NAMES and CONVENTIONAL_NAMES.get(name) != imported:
             self.flag(node, f"rebinds {name!r}, a name the setup or Python defines")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
