@@ -100,6 +100,18 @@ def _after_second_test(source: str) -> Builder:
     return build
 
 
+def _noisy_first_part(release, answers, wrong):  # noqa: ANN001, ANN202
+    """The solution, with the first part's function printing 2 MB on every call, inside the test cell."""
+    nb = lab_tools.build_submission(release, answers)
+    first = next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("solution"))
+    name = lab_tools.nbgrader_meta(nb.cells[first])["grade_id"]
+    noisy = (
+        f"# Every call prints 2 MB (a debugging print left in).\nquiet_{name} = {name}\n\n\n"
+        f"def {name}(*args, **kwargs):\n    print('x' * 2_000_000)\n    return quiet_{name}(*args, **kwargs)"
+    )
+    return _with_cell(nb, first, noisy)
+
+
 def _delete_first_test(release, answers, wrong):  # noqa: ANN001, ANN202
     nb = lab_tools.build_submission(release, answers)
     del nb.cells[_test_index(nb, 0)]
@@ -152,6 +164,7 @@ def cases() -> list[HostileCase]:
         HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase("huge_output", _after_second_test(HUGE_LINE), _all("full"), "", policy=True),
+        HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),
