@@ -35,10 +35,13 @@ def bootstrap_source() -> str:
     """The exact source of the bootstrap cell for the current repository URL and version."""
     source = f"ptlabs @ git+{repository_url()}@v{ptlabs_version()}"
     return (
-        "# Colab / fresh environment: install the book's helper package if it is missing (torch is left as it is).\n"
+        "# Colab or a fresh environment: install the book's helper package when it is\n"
+        "# missing (torch is left as it is).\n"
         "import importlib.util, os, subprocess, sys\n"
         "\n"
+        f'PTLABS = "{source}"\n'
         'if importlib.util.find_spec("ptlabs") is None:\n'
-        f'    source = os.environ.get("PTLABS_PIP_SOURCE", "{source}")\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source], check=True)'
+        '    source = os.environ.get("PTLABS_PIP_SOURCE", PTLABS)\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "--quiet", source]\n'
+        "    subprocess.run(pip, check=True)"
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import nbformat
 
+from ptlabs.autograde.execute import setup_index
 from tests import lab_tools
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
@@ -59,10 +60,6 @@ def cheat_names() -> list[str]:
     return sorted(path.stem for path in HOSTILE.glob("*.py"))
 
 
-def _setup_index(nb: nbformat.NotebookNode) -> int:
-    return next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("grade_id") == "setup")
-
-
 def _test_index(nb: nbformat.NotebookNode, position: int) -> int:
     """Index of the ``position``-th graded test cell (0-based)."""
     return [i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("grade")][position]
@@ -78,7 +75,7 @@ def _with_cell(nb: nbformat.NotebookNode, after: int, source: str) -> nbformat.N
 def _cheat(name: str) -> Builder:
     def build(release, answers, wrong):  # noqa: ANN001, ANN202
         nb = lab_tools.build_submission(release, wrong)
-        return _with_cell(nb, _setup_index(nb), cheat_source(name))
+        return _with_cell(nb, setup_index(nb), cheat_source(name))
 
     return build
 

@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -348,7 +347,6 @@ class GradedLab:
     fixtures: list[Fixture]
     reports: dict[str, dict[str, Any]]  # student id -> the guarded grading report
     notebook_bytes: dict[str, int]  # student id -> size of the graded notebook
-    seconds_per_submission: float  # autograde wall time per submission, averaged over the shards
 
 
 def default_jobs() -> int:
@@ -403,7 +401,7 @@ def grade_labs(
     names = list(labs)
     outcome: dict[str, GradedLab | LabToolError] = {}
     releases: dict[str, Path] = {}
-    shards: dict[str, list[tuple[Path, int]]] = {}
+    shards: dict[str, list[Path]] = {}
 
     def prepare(lab: str) -> None:
         main = copy_course(workdir / lab / "main", course_labs)
@@ -419,7 +417,7 @@ def grade_labs(
             shutil.copytree(main, shard)
             for student in students[index::count]:
                 submit(shard, lab, student, submissions[student])
-            shards[lab].append((shard, len(students[index::count])))
+            shards[lab].append(shard)
         if lab == runtime_lab:
             shard = workdir / lab / "runtime-only"
             shutil.copytree(main, shard)
@@ -429,12 +427,7 @@ def grade_labs(
             runtime[HONEST_AFTER_HOSTILE] = submissions[SOLUTION_STUDENT]
             for student, notebooks in runtime.items():
                 submit(shard, lab, student, notebooks)
-            shards[lab].insert(0, (shard, len(runtime)))  # the slowest shard starts first
-
-    def timed_autograde(shard: Path, lab: str) -> float:
-        start = time.perf_counter()
-        autograde(shard, lab)
-        return time.perf_counter() - start
+            shards[lab].insert(0, shard)  # the slowest shard starts first
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
@@ -445,11 +438,10 @@ def grade_labs(
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
         ready = [lab for lab in names if lab not in outcome]
-        tasks = [(lab, n, pool.submit(timed_autograde, shard, lab)) for lab in ready for shard, n in shards[lab]]
-        seconds: dict[str, list[tuple[float, int]]] = {lab: [] for lab in ready}
-        for lab, count, future in tasks:
+        tasks = [(lab, pool.submit(autograde, shard, lab)) for lab in ready for shard in shards[lab]]
+        for lab, future in tasks:
             try:
-                seconds[lab].append((future.result(), count))
+                future.result()
             except LabToolError as exc:
                 outcome.setdefault(lab, exc)
     for lab in names:
@@ -458,17 +450,11 @@ def grade_labs(
         scores: Scores = {}
         reports: dict[str, dict[str, Any]] = {}
         sizes: dict[str, int] = {}
-        for shard, _ in shards[lab]:
+        for shard in shards[lab]:
             scores.update(read_scores(shard, lab))
             reports.update(read_reports(shard, lab))
             sizes.update(graded_notebook_bytes(shard, lab))
-        # The runtime-only shard waits out a deliberate endless loop: it would skew the per-submission time.
-        regular = [(t, n) for (t, n), (shard, _) in zip(seconds[lab], shards[lab], strict=True) if shard.name != "runtime-only"]
-        total_seconds = sum(t for t, _ in regular)
-        total_students = sum(n for _, n in regular)
-        outcome[lab] = GradedLab(
-            lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes, total_seconds / total_students
-        )
+        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes)
     return outcome
 
 

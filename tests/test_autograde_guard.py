@@ -153,7 +153,8 @@ def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.Captu
 
     assert main(["lab01", "--course", str(tmp_path)]) == 2
     assert "no grading reports for lab01" in capsys.readouterr().err
-    for student, extra in {"alice": {}, "mallory": {"withheld": "uses get_ipython"}}.items():
+    students = {"alice": {}, "mallory": {"withheld": "uses get_ipython"}, "trudy": {"tampered": ["test_f"]}}
+    for student, extra in students.items():
         folder = tmp_path / "autograded" / student / "lab01"
         folder.mkdir(parents=True)
         (folder / "ptlabs-grading.json").write_text(json.dumps({"student": student, **extra}))
@@ -161,5 +162,6 @@ def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().out.splitlines() == [
         "ok      alice",
         "REVIEW  mallory  grades withheld: uses get_ipython",
-        "2 submissions, 1 to review",
+        "REVIEW  trudy  the grader's canaries found tampering in test_f",
+        "3 submissions, 2 to review",
     ]

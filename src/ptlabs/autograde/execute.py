@@ -44,7 +44,7 @@ from traitlets import Bool, Integer
 import ptlabs
 from ptlabs.grading import COMPLETION_FORMAT
 
-from .policy import Finding, scan_cell, setup_module_names
+from .policy import scan_cell, setup_module_names
 from .sandbox import CourseRecord, KernelPlace, become_subreaper, current_children, reap
 
 REPORT_NAME = "ptlabs-grading.json"
@@ -61,6 +61,7 @@ class GradingReport:
     withheld: str = ""  # why no cell earns points (policy, changed files), or ""
     stopped: str = ""  # why the run stopped early (timeout, dead kernel), or ""
     incomplete: list[str] = field(default_factory=list)  # test cells whose last line did not run cleanly
+    tampered: list[str] = field(default_factory=list)  # test cells whose canaries found the grader changed
     findings: list[str] = field(default_factory=list)
     restored_files: list[str] = field(default_factory=list)
     killed_processes: int = 0
@@ -68,7 +69,7 @@ class GradingReport:
 
     @property
     def needs_review(self) -> bool:
-        return bool(self.withheld or self.stopped or self.killed_processes or self.restored_files)
+        return bool(self.withheld or self.stopped or self.tampered or self.killed_processes or self.restored_files)
 
 
 def _error_output(ename: str, evalue: str) -> NotebookNode:
@@ -89,7 +90,7 @@ def _cell_label(cell: NotebookNode, index: int) -> str:
     return f"cell {index + 1} ({grade_id})" if grade_id else f"cell {index + 1}"
 
 
-def _setup_index(nb: NotebookNode) -> int:
+def setup_index(nb: NotebookNode) -> int:
     """Index of the lab's locked set-up cell (grade_id ``setup``), 0 when there is none."""
     ids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
     return ids.index("setup") if "setup" in ids else 0
@@ -122,7 +123,13 @@ class GuardedExecute(Execute):
         coursedir = CourseDirectory(config=self.config)
         report = GradingReport(info["student"], info["assignment"], info["notebook"])
         trusted = self._trusted_sources(info)
-        findings = self._policy_findings(nb, trusted)
+        self._student_cell_indexes = set(self._student_cells(nb, trusted))
+        modules = setup_module_names(list(trusted.values()))
+        findings = [
+            finding
+            for index in sorted(self._student_cell_indexes)
+            for finding in scan_cell(nb.cells[index].source, index, modules)
+        ]
         report.findings = [str(finding) for finding in findings]
         if findings and self.enforce_code_policy:
             self._withhold(nb, report, "the submission breaks the lab's code policy: " + "; ".join(report.findings))
@@ -162,22 +169,19 @@ class GuardedExecute(Execute):
                 return {}
             return {cell.name: cell.source for cell in notebook.source_cells if cell.locked}
 
-    def _policy_findings(self, nb: NotebookNode, trusted: dict[str, str]) -> list[Finding]:
-        """Findings over every code cell that is not exactly a locked cell of the source."""
+    def _student_cells(self, nb: NotebookNode, trusted: dict[str, str]) -> list[int]:
+        """Indexes of the code cells a student could have written: all but exact copies of locked cells."""
         notification = OverwriteCells(config=self.config).missing_cell_notification
-        student_cells = []
+        found = []
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             # A test cell nbgrader put back starts with a comment saying so.
             put_back = "# " + notification.format(cell_id=grade_id) + trusted.get(grade_id, "")
-            if grade_id in trusted and cell.source in (trusted[grade_id], put_back):
-                continue
-            student_cells.append((index, cell))
-        self._student_cells = {index for index, _ in student_cells}
-        modules = setup_module_names(list(trusted.values()))
-        return [finding for index, cell in student_cells for finding in scan_cell(cell.source, index, modules)]
+            if grade_id not in trusted or cell.source not in (trusted[grade_id], put_back):
+                found.append(index)
+        return found
 
     # ------------------------------------------------------------------------ completion tokens
 
@@ -218,6 +222,8 @@ class GuardedExecute(Execute):
                     output.text = output.text.replace(token_line + "\n", "").replace(token_line, "")
             cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and not o.text)]
             failed = any(output.output_type == "error" for output in cell.outputs)
+            if any(output.get("ename") == "GraderTampered" for output in cell.outputs):
+                report.tampered.append(cell.metadata.nbgrader["grade_id"])
             if not printed and not failed:
                 cell.outputs.append(
                     _error_output("IncompleteTestCell", "the test cell's last line did not run; it earns no points")
@@ -239,9 +245,9 @@ class GuardedExecute(Execute):
         with self.setup_kernel(cwd=str(place.folder), env=place.env):
             info_msg = self.wait_for_reply(self.kc.kernel_info())
             self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
-            setup = _setup_index(self.nb)
+            setup = setup_index(self.nb)
             for index, cell in enumerate(self.nb.cells):
-                if index < setup and index in self._student_cells:
+                if index < setup and index in self._student_cell_indexes:
                     # Code that ran before the set-up would run before the checks record what they trust.
                     cell.outputs = [_error_output("NotRun", "student code above the set-up cell is not run")]
                     continue

@@ -1,7 +1,7 @@
 """List what the guarded grading run found, one line per submission: ``python -m ptlabs.autograde.report LAB``.
 
 Run it from the course folder (``labs/``) after ``nbgrader autograde LAB``. Submissions whose grades
-were withheld, whose run was stopped, that left processes behind or changed course files are
+were withheld, whose run was stopped, that tampered with the checks, left processes behind or changed course files are
 marked ``REVIEW``; the others ``ok``. The details are in each ``autograded/<student>/<lab>/ptlabs-grading.json``.
 """
 
@@ -22,6 +22,8 @@ def summarize(report: dict) -> str:
         parts.append(f"grades withheld: {report['withheld']}")
     if report.get("stopped"):
         parts.append(f"stopped: {report['stopped']}")
+    if report.get("tampered"):
+        parts.append(f"the grader's canaries found tampering in {', '.join(report['tampered'])}")
     if report.get("killed_processes"):
         parts.append(f"{report['killed_processes']} leftover process(es) killed")
     if report.get("restored_files"):

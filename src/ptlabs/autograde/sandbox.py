@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -99,9 +100,7 @@ def _read_tree(root: Path) -> Iterable[tuple[str, bytes]]:
 
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
-        for child in sorted(path.rglob("*"), reverse=True):
-            child.unlink() if not child.is_dir() or child.is_symlink() else child.rmdir()
-        path.rmdir()
+        shutil.rmtree(path)
     else:
         path.unlink()
 
