@@ -7,14 +7,19 @@ notebook is clean), so the tests can both apply it to the book and prove it reje
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 
 import nbformat
 
-from tests.notebook_tools import GPU_TAG, tags
+from tests.notebook_tools import is_lab, tags
 
 STDERR_TAG = "stderr-expected"
+#: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners.
+RUN_ALL_IGNORES = ("raises-exception", "gpu", "skip-execution")
+#: The widest line the website's code column shows without scrolling (code and printed output).
+PAGE_WIDTH = 88
 
 Rule = Callable[[nbformat.NotebookNode], list[str]]
 
@@ -24,10 +29,10 @@ def _code_cells(nb: nbformat.NotebookNode) -> list[tuple[int, nbformat.NotebookN
 
 
 def executed_top_to_bottom(nb: nbformat.NotebookNode) -> list[str]:
-    """Every non-GPU code cell ran, in order, in one kernel (execution counts 1, 2, 3, ...)."""
+    """Every code cell ran, in order, in one kernel (execution counts 1, 2, 3, ...)."""
     counts, never_run = [], []
     for index, cell in _code_cells(nb):
-        if GPU_TAG in tags(cell) or not cell.source.strip():
+        if not cell.source.strip():
             continue
         if cell.execution_count is None:
             never_run.append(index)
@@ -39,18 +44,18 @@ def executed_top_to_bottom(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def errors_only_where_announced(nb: nbformat.NotebookNode) -> list[str]:
-    """A cell shows an error exactly when it is tagged `raises-exception` (GPU cells did not run)."""
+def runs_all_without_tags(nb: nbformat.NotebookNode) -> list[str]:
+    """No committed error, and no tag that only a test harness honours (Run All ignores tags).
+
+    A deliberate error is shown with ``ptlabs.expect_error``; a GPU experiment is guarded in code.
+    """
     problems = []
     for index, cell in _code_cells(nb):
-        if GPU_TAG in tags(cell):
-            continue
-        has_error = any(out.output_type == "error" for out in cell.outputs)
-        expects_error = "raises-exception" in tags(cell)
-        if has_error and not expects_error:
-            problems.append(f"code cell {index} raised without the 'raises-exception' tag")
-        if expects_error and not has_error:
-            problems.append(f"code cell {index} is tagged 'raises-exception' but raised nothing")
+        if any(out.output_type == "error" for out in cell.outputs):
+            problems.append(f"code cell {index} raised; show a deliberate error with ptlabs.expect_error")
+        ignored = sorted(set(RUN_ALL_IGNORES) & tags(cell))
+        if ignored:
+            problems.append(f"code cell {index} is tagged {ignored}, which Run All ignores; guard it in code")
     return problems
 
 
@@ -66,15 +71,28 @@ def no_stray_stderr(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def outputs_present_gpu_cells_empty(nb: nbformat.NotebookNode) -> list[str]:
-    """Outputs were committed, and GPU cells have none (the committed run is a CPU run)."""
-    cells = _code_cells(nb)
-    problems = [] if any(cell.outputs for _, cell in cells) else ["no outputs committed; run `make refresh`"]
-    problems += [
-        f"gpu cell {index} has outputs; commit outputs from a CPU run"
-        for index, cell in cells
-        if GPU_TAG in tags(cell) and cell.outputs
-    ]
+def outputs_present(nb: nbformat.NotebookNode) -> list[str]:
+    """Outputs were committed (from a CPU run, by `make refresh`)."""
+    return [] if any(cell.outputs for _, cell in _code_cells(nb)) else ["no outputs committed; run `make refresh`"]
+
+
+def _output_text(output: nbformat.NotebookNode) -> str:
+    if output.output_type == "stream":
+        return output.text
+    return output.get("data", {}).get("text/plain", "") if "text/html" not in output.get("data", {}) else ""
+
+
+def outputs_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
+    """Printed output fits the website's column (code width is ruff's job, in tests/test_lint.py)."""
+    problems = []
+    for index, cell in _code_cells(nb):
+        for output in cell.outputs:
+            text = _output_text(output)
+            text = "".join(text) if isinstance(text, list) else text
+            wide = [line for line in text.splitlines() if len(line) > PAGE_WIDTH]
+            if wide:
+                problems.append(f"code cell {index} prints {len(wide)} line(s) over {PAGE_WIDTH} chars: {wide[0]!r}")
+                break
     return problems
 
 
@@ -88,22 +106,77 @@ def exercises_balanced_verdicts_printed(nb: nbformat.NotebookNode) -> list[str]:
         if starts != ends:
             problems.append(f"{starts} {directive}-start but {ends} {directive}-end directives")
     for index, cell in _code_cells(nb):
-        if "nbval-check-output" in tags(cell) and GPU_TAG not in tags(cell):
+        if "nbval-check-output" in tags(cell):
             text = "".join(out.get("text", "") for out in cell.outputs)
             if "✅" not in text:
                 problems.append(f"verdict cell {index} printed no '✅' verdict")
     return problems
 
 
-def has_gpu_cells(nb: nbformat.NotebookNode) -> bool:
-    """Whether any cell is tagged `gpu` (tests/notebooks.toml must say the same)."""
-    return any(GPU_TAG in tags(cell) for _, cell in _code_cells(nb))
+def checks_apart_from_solutions(nb: nbformat.NotebookNode) -> list[str]:
+    """A chapter's verdict cell defines nothing and sits after its solution block.
+
+    The check then runs on whatever the reader defined: their own answer, or the solution.
+    """
+    if is_lab(nb):
+        return []  # nbgrader's own cell kinds keep solutions and tests apart in labs
+    problems, in_solution = [], False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            if "{solution-start}" in cell.source:
+                in_solution = True
+            if "{solution-end}" in cell.source:
+                in_solution = False
+            continue
+        if cell.cell_type != "code" or "nbval-check-output" not in tags(cell):
+            continue
+        if in_solution:
+            problems.append(f"verdict cell {index} is inside a solution block; put it after {{solution-end}}")
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue  # IPython syntax; nbval reports a real error when it runs
+        if any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body):
+            problems.append(f"verdict cell {index} defines a function or class; it belongs to the solution")
+    return problems
+
+
+SEED_REFERENCE = re.compile(r"\b[Ss]eed\s+0\d\d\b")
+
+
+def cites_the_sources_page(nb: nbformat.NotebookNode) -> list[str]:
+    """Readers never see a working name such as "seed 002 §3.1"; articles are cited via the Sources page."""
+    return [
+        f"cell {index} names {match.group(0)!r}; cite the article through the Sources page"
+        for index, cell in enumerate(nb.cells)
+        for match in [SEED_REFERENCE.search(cell.source)]
+        if match
+    ]
+
+
+SECTION = re.compile(r"^## (.*)$", re.MULTILINE)
+
+
+def sections_numbered(nb: nbformat.NotebookNode) -> list[str]:
+    """A chapter's `##` sections read `## 1. Title`, `## 2. Title`, ... in order."""
+    if is_lab(nb):
+        return []
+    headings = [h for cell in nb.cells if cell.cell_type == "markdown" for h in SECTION.findall(cell.source)]
+    problems = []
+    for number, heading in enumerate(headings, start=1):
+        if not heading.startswith(f"{number}. "):
+            problems.append(f"section {heading!r} should read '## {number}. ...'")
+    return problems
 
 
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
-    errors_only_where_announced,
+    runs_all_without_tags,
     no_stray_stderr,
-    outputs_present_gpu_cells_empty,
+    outputs_present,
+    outputs_fit_the_page,
     exercises_balanced_verdicts_printed,
+    checks_apart_from_solutions,
+    cites_the_sources_page,
+    sections_numbered,
 )

@@ -1,4 +1,4 @@
-"""Reads tests/notebooks.toml: the one list of notebooks, their budgets and GPU needs."""
+"""Reads tests/notebooks.toml: the one list of notebooks and their time budgets."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ class NotebookEntry:
 
     path: str
     budget_s: float
-    gpu_cells: bool
 
 
 def load_manifest(manifest: Path = MANIFEST) -> dict[str, NotebookEntry]:
@@ -24,7 +23,7 @@ def load_manifest(manifest: Path = MANIFEST) -> dict[str, NotebookEntry]:
     data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     default_budget = data.get("defaults", {}).get("budget_s", 60)
     return {
-        path: NotebookEntry(path, float(spec.get("budget_s", default_budget)), bool(spec.get("gpu_cells", False)))
+        path: NotebookEntry(path, float(spec.get("budget_s", default_budget)))
         for path, spec in data["notebooks"].items()
     }
 

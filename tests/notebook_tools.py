@@ -1,4 +1,4 @@
-"""Execute notebooks the way the book commits them: top to bottom, on this machine, GPU cells skipped.
+"""Execute notebooks the way the book commits them: top to bottom, on this machine, no tag honoured.
 
 Shared by `make refresh` (which writes the outputs back) and the tests (which read them).
 Nothing is written unless the whole notebook ran: a broken notebook is reported and left as it was.
@@ -6,19 +6,14 @@ Nothing is written unless the whole notebook ran: a broken notebook is reported 
 
 from __future__ import annotations
 
-import sysconfig
 import time
 from pathlib import Path
 
 import nbformat
-import torch
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from tests.bootstrap import BOOTSTRAP_TAG, ROOT, bootstrap_source
-
-GPU_TAG = "gpu"
-
 
 class NotebookError(Exception):
     """A notebook could not be read or did not run; the message names the file and the cell."""
@@ -41,15 +36,12 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, *, run_gpu_cells: bool | None = None) -> float:
-    """Run every code cell in order, in ``workdir``; return the wall time in seconds.
+def execute_notebook(nb: nbformat.NotebookNode, workdir: Path) -> float:
+    """Run every code cell in order, in ``workdir``, as Run All does; return the wall time in seconds.
 
-    Cells tagged ``gpu`` run only when CUDA is available (or ``run_gpu_cells`` says so); on a
-    CPU their outputs are cleared, as the committed notebooks have them. Cells tagged
-    ``raises-exception`` may fail; any other error raises NotebookError naming the cell.
-    Widget state is stored in the notebook metadata so the website can draw the widgets.
+    No tag is honoured: a learner's Run All ignores tags, so any error raises NotebookError naming
+    the cell. Widget state is stored in the notebook metadata so a live notebook can redraw them.
     """
-    run_gpu = torch.cuda.is_available() if run_gpu_cells is None else run_gpu_cells
     client = NotebookClient(
         nb, timeout=600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}
     )
@@ -58,30 +50,15 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, *, run_gpu_cells:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            if GPU_TAG in tags(cell) and not run_gpu:
-                cell.outputs, cell.execution_count = [], None
-                continue
             try:
                 client.execute_cell(cell, index)
             except CellExecutionError as exc:
                 raise NotebookError(f"code cell {index} failed:\n{exc}") from None
-            shorten_traceback_paths(cell)
+            error = next((out for out in cell.outputs if out.output_type == "error"), None)
+            if error is not None:  # nbclient itself lets a cell tagged `raises-exception` fail
+                raise NotebookError(f"code cell {index} failed: {error.ename}: {error.evalue}")
         client.set_widgets_metadata()
     return time.perf_counter() - started
-
-
-def shorten_traceback_paths(cell: nbformat.NotebookNode) -> None:
-    """Drop this machine's folders from committed tracebacks: readers see `site-packages/torch/...`.
-
-    The committed tracebacks are shown on the website; `/work/main/.venv/lib/python3.11/` says
-    nothing to a reader. nbval does not compare tracebacks, so the rewrite cannot hide a difference.
-    """
-    prefixes = {f"{Path(sysconfig.get_paths()[key])}/": "site-packages/" for key in ("purelib", "platlib")}
-    prefixes[f"{ROOT}/"] = ""
-    for output in cell.outputs:
-        if output.output_type == "error":
-            for old, new in prefixes.items():
-                output.traceback = [line.replace(old, new) for line in output.traceback]
 
 
 #: nbgrader metadata of a lab's bootstrap cell: locked, so grading puts back the original of an edited one.

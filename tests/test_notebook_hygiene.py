@@ -29,11 +29,6 @@ def test_committed_notebook_follows(rule: hygiene.Rule, notebook: tuple[str, nbf
     assert not problems, f"{path}:\n  " + "\n  ".join(problems)
 
 
-def test_manifest_knows_which_notebooks_have_gpu_cells(notebook: tuple[str, nbformat.NotebookNode]) -> None:
-    path, nb = notebook
-    assert hygiene.has_gpu_cells(nb) == MANIFEST[path].gpu_cells, f"{path}: fix gpu_cells in tests/notebooks.toml"
-
-
 # ---- each rule rejects the notebook it exists to catch --------------------------------------------------
 
 
@@ -60,18 +55,34 @@ CLEAN = _notebook(_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2))
 BAD_NOTEBOOKS = {
     "out of order": (hygiene.executed_top_to_bottom, _notebook(_cell("a", 2), _cell("b", 1)), "out of order"),
     "never executed": (hygiene.executed_top_to_bottom, _notebook(_cell("a", 1), _cell("b", None)), "never executed"),
-    "untagged error": (hygiene.errors_only_where_announced, _notebook(_cell("a", 1, [ERROR])), "without the"),
-    "tag without error": (
-        hygiene.errors_only_where_announced,
-        _notebook(_cell("a", 1, tags=["raises-exception"])),
-        "raised nothing",
+    "error": (hygiene.runs_all_without_tags, _notebook(_cell("a", 1, [ERROR])), "expect_error"),
+    "tag Run All ignores": (
+        hygiene.runs_all_without_tags,
+        _notebook(_cell("a", 1, [_stream("1\n")], tags=["gpu"])),
+        "which Run All ignores",
     ),
     "stderr": (hygiene.no_stray_stderr, _notebook(_cell("a", 1, [_stream("warn\n", "stderr")])), "stderr"),
-    "no outputs": (hygiene.outputs_present_gpu_cells_empty, _notebook(_cell("a", 1)), "no outputs"),
-    "gpu outputs": (
-        hygiene.outputs_present_gpu_cells_empty,
-        _notebook(_cell("a", 1, [_stream("1\n")]), _cell("b", None, [_stream("x\n")], ["gpu"])),
-        "gpu cell 1",
+    "no outputs": (hygiene.outputs_present, _notebook(_cell("a", 1)), "no outputs"),
+    "wide output": (hygiene.outputs_fit_the_page, _notebook(_cell("a", 1, [_stream("x" * 89 + "\n")])), "over 88"),
+    "check in solution": (
+        hygiene.checks_apart_from_solutions,
+        _notebook(
+            nbformat.v4.new_markdown_cell("```{solution-start} ex\n```"),
+            _cell("def f(): pass\ncheck(f)", 1, [_stream("✅\n")], ["nbval-check-output"]),
+            nbformat.v4.new_markdown_cell("```{solution-end}\n```"),
+        ),
+        "inside a solution block",
+    ),
+    "check defines": (
+        hygiene.checks_apart_from_solutions,
+        _notebook(_cell("def f(): pass\ncheck(f)", 1, [_stream("✅\n")], ["nbval-check-output"])),
+        "defines a function",
+    ),
+    "seed name": (hygiene.cites_the_sources_page, _notebook(nbformat.v4.new_markdown_cell("Seed 002 §3.1")), "Seed 002"),
+    "numbering": (
+        hygiene.sections_numbered,
+        _notebook(nbformat.v4.new_markdown_cell("## 1. One\n\n## Three")),
+        "'## 2. ...'",
     ),
     "unbalanced": (
         hygiene.exercises_balanced_verdicts_printed,

@@ -11,23 +11,6 @@ import torch
 import ptlabs
 
 
-def test_pick_device_prefers_what_is_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PTLABS_DEVICE", raising=False)
-    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    assert ptlabs.pick_device().type == expected
-
-
-def test_pick_device_honours_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PTLABS_DEVICE", "cpu")
-    assert ptlabs.pick_device() == torch.device("cpu")
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_pick_device_refuses_an_unavailable_device() -> None:
-    with pytest.raises(RuntimeError, match=r"device 'cuda' was requested but is not available"):
-        ptlabs.pick_device("cuda")
-
-
 def test_seed_everything_repeats_all_three_generators() -> None:
     def draw() -> tuple[float, float, list[float]]:
         return random.random(), float(np.random.rand()), torch.rand(3).tolist()
@@ -46,10 +29,12 @@ def test_print_options_round_tensors() -> None:
         torch.set_printoptions(profile="default")
 
 
-def test_setup_returns_device_and_announces_it(capsys: pytest.CaptureFixture[str]) -> None:
-    device = ptlabs.setup(seed=3, device="cpu")
+def test_setup_announces_the_notebook_device_and_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+    ptlabs.setup(torch.device("cpu"), seed=3)
     torch.set_printoptions(profile="default")
-    assert device == torch.device("cpu")
+    first = torch.rand(2)
+    torch.manual_seed(3)
+    assert torch.equal(first, torch.rand(2))
     assert capsys.readouterr().out == f"torch {torch.__version__} · device: cpu · seed 3\n"
 
 

@@ -7,10 +7,12 @@ nothing the book is teaching: notebooks call ``torch`` directly for every lesson
 from importlib.metadata import version
 
 from .checks import ExerciseError, check_close, check_equal, check_function, check_tensor, verdict
-from .device import pick_device, seed_everything
+from .device import seed_everything
+from .errors import expect_error
 from .environment import environment_report, format_report
 from .plotting import use_book_style
 from .printing import set_print_options
+from .states import show_states
 from .session import setup
 from .timing import compare, measure, speedup
 
@@ -24,12 +26,13 @@ __all__ = [
     "check_tensor",
     "compare",
     "environment_report",
+    "expect_error",
     "format_report",
     "measure",
-    "pick_device",
     "seed_everything",
     "set_print_options",
     "setup",
+    "show_states",
     "speedup",
     "use_book_style",
     "verdict",

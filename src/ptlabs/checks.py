@@ -8,6 +8,7 @@ failed test) and prints exactly one line on success, which nbval then validates.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,7 +53,8 @@ class ExerciseError(AssertionError):
 def verdict(name: str, detail: str = "") -> None:
     """Print the single success line every check ends with (and count it in the ledger)."""
     LEDGER.passes += 1
-    print(f"✅ {name}: correct" + (f" ({detail})" if detail else ""))
+    line = f"✅ {name}: correct" + (f" ({detail})" if detail else "")
+    print(textwrap.fill(line, width=80, subsequent_indent="   "))  # fits the website's column
 
 
 def check_function(namespace: Mapping[str, Any], name: str) -> Callable[..., Any]:

@@ -16,5 +16,5 @@ PRECISION = 4
 
 def set_print_options(precision: int = PRECISION) -> None:
     """Round printed tensors and arrays to ``precision`` digits, no scientific notation."""
-    torch.set_printoptions(precision=precision, sci_mode=False, linewidth=100)
-    np.set_printoptions(precision=precision, suppress=True, linewidth=100)
+    torch.set_printoptions(precision=precision, sci_mode=False, linewidth=80)
+    np.set_printoptions(precision=precision, suppress=True, linewidth=80)
