@@ -202,20 +202,3 @@ def _graded_ids_in_order(lab: str) -> list[str]:
         for cell in nbformat.read(path, as_version=4).cells
         if lab_tools.nbgrader_meta(cell).get("grade") and not lab_tools.nbgrader_meta(cell).get("solution")
     ]
-
-
-#: The site's content column shows about 80 characters of code; past this a line scrolls sideways.
-MAX_CODE_WIDTH = 88
-
-
-@pytest.mark.parametrize("lab", LAB_NAMES)
-def test_lab_code_fits_the_page(lab: str) -> None:
-    wide = [
-        f"{path.name} cell {index + 1}: {len(line)} characters: {line.strip()[:60]}..."
-        for path in lab_tools.source_notebooks(lab)
-        for index, cell in enumerate(nbformat.read(path, as_version=4).cells)
-        if cell.cell_type == "code"
-        for line in cell.source.splitlines()
-        if len(line) > MAX_CODE_WIDTH
-    ]
-    assert not wide, f"{lab}: code lines wider than {MAX_CODE_WIDTH} characters:\n  " + "\n  ".join(wide)

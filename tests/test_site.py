@@ -317,3 +317,44 @@ def test_site_publishes_no_solution_and_no_hidden_test(site: Path) -> None:
         if found:
             leaks.append(f"{path.relative_to(site)}: {found[:3]}")
     assert not leaks, "the public site contains lab solutions or hidden tests:\n  " + "\n  ".join(leaks)
+
+
+def _chapter_pages(site: Path) -> dict[int, str]:
+    """Chapter number -> the HTML of its page, for every chapter notebook in _toc.yml."""
+    pages = {}
+    for file in _toc_files(TOC):
+        match = re.fullmatch(r"notebooks/(\d\d)_\w+", file)
+        if match:
+            pages[int(match[1])] = (site / f"{file}.html").read_text(encoding="utf-8")
+    assert pages, "_toc.yml lists no chapter notebook"
+    return pages
+
+
+def test_exercises_are_numbered_within_their_chapter(site: Path) -> None:
+    """Chapter 02's exercises read "Exercise 2.1", "Exercise 2.2"... (book/_ext/chapter_exercises.py)."""
+    for chapter, page in _chapter_pages(site).items():
+        numbers = re.findall(r'<span class="caption-number">Exercise ([\d.]+) </span>', page)
+        expected = [f"{chapter}.{k}" for k in range(1, len(numbers) + 1)]
+        assert numbers == expected, f"chapter {chapter:02d}: exercises numbered {numbers}, expected {expected}"
+
+
+def test_explorers_show_static_states_and_no_dead_control(site: Path) -> None:
+    """A live widget needs a kernel: the site shows precomputed states (ptlabs.show_states) instead."""
+    explorers = 0
+    for chapter, page in _chapter_pages(site).items():
+        assert "application/vnd.jupyter.widget-view+json" not in page, (
+            f"chapter {chapter:02d} publishes a widget view, a control that does nothing on the website; "
+            "tag the widget cell `remove-cell` and show its states with ptlabs.show_states"
+        )
+        explorers += "ptlabs-states" in page
+    assert explorers >= 2, f"expected the explorers of chapters 01 and 02 as static states, found {explorers}"
+
+
+def test_chapters_cite_the_sources_page(site: Path) -> None:
+    """The articles are cited through book/sources.md, which names all three."""
+    sources = (site / "book" / "sources.html").read_text(encoding="utf-8")
+    for label in ("source-modules", "source-practice", "source-deep-dive"):
+        assert f'id="{label}"' in sources, f"the Sources page has no anchor {label!r}"
+    for chapter, page in _chapter_pages(site).items():
+        if chapter > 0:
+            assert "book/sources.html#source-" in page, f"chapter {chapter:02d} cites no article via the Sources page"
