@@ -8,7 +8,9 @@ notebook is clean), so the tests can both apply it to the book and prove it reje
 from __future__ import annotations
 
 import ast
+import base64
 import re
+import struct
 from collections.abc import Callable
 
 import nbformat
@@ -20,6 +22,8 @@ STDERR_TAG = "stderr-expected"
 RUN_ALL_IGNORES = ("raises-exception", "gpu", "skip-execution")
 #: The widest line the website's code column shows without scrolling (code and printed output).
 PAGE_WIDTH = 88
+#: The widest figure that keeps its labels readable in the column: 7 in at the book style's 100 dpi.
+FIGURE_MAX_PX = 7 * 100 + 20  # 20 px of slack for the tight bounding box of inline figures
 
 Rule = Callable[[nbformat.NotebookNode], list[str]]
 
@@ -94,6 +98,23 @@ def outputs_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
                 problems.append(f"code cell {index} prints {len(wide)} line(s) over {PAGE_WIDTH} chars: {wide[0]!r}")
                 break
     return problems
+
+
+def _png_width(data: str) -> int:
+    """Width in pixels from a base64 PNG's IHDR chunk (bytes 16-20 of the file)."""
+    return struct.unpack(">I", base64.b64decode(data[:44])[16:20])[0]
+
+
+def figures_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
+    """Figures are at most ~7 in wide, so their labels stay readable when scaled to the column."""
+    return [
+        f"code cell {index} draws a figure {width} px wide (> {FIGURE_MAX_PX}); use figsize width <= 7"
+        for index, cell in _code_cells(nb)
+        for output in cell.outputs
+        if "image/png" in output.get("data", {})
+        for width in [_png_width(output.data["image/png"])]
+        if width > FIGURE_MAX_PX
+    ]
 
 
 def exercises_balanced_verdicts_printed(nb: nbformat.NotebookNode) -> list[str]:
@@ -175,6 +196,7 @@ RULES: tuple[Rule, ...] = (
     no_stray_stderr,
     outputs_present,
     outputs_fit_the_page,
+    figures_fit_the_page,
     exercises_balanced_verdicts_printed,
     checks_apart_from_solutions,
     cites_the_sources_page,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import struct
+
 import nbformat
 import pytest
 
@@ -50,6 +53,10 @@ def _stream(text: str, name: str = "stdout") -> nbformat.NotebookNode:
 
 
 ERROR = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=[])
+WIDE_FIGURE = nbformat.v4.new_output(
+    "display_data",
+    data={"image/png": base64.b64encode(b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 1300, 330)).decode()},
+)
 CLEAN = _notebook(_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2))
 
 BAD_NOTEBOOKS = {
@@ -64,6 +71,7 @@ BAD_NOTEBOOKS = {
     "stderr": (hygiene.no_stray_stderr, _notebook(_cell("a", 1, [_stream("warn\n", "stderr")])), "stderr"),
     "no outputs": (hygiene.outputs_present, _notebook(_cell("a", 1)), "no outputs"),
     "wide output": (hygiene.outputs_fit_the_page, _notebook(_cell("a", 1, [_stream("x" * 89 + "\n")])), "over 88"),
+    "wide figure": (hygiene.figures_fit_the_page, _notebook(_cell("a", 1, [WIDE_FIGURE])), "1300 px wide"),
     "check in solution": (
         hygiene.checks_apart_from_solutions,
         _notebook(
