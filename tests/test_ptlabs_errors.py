@@ -46,6 +46,12 @@ def test_long_messages_are_cut(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[-1] == "  [... 14 more lines]" and len(lines) == 7
 
 
+def test_terminal_styles_are_removed(capsys: pytest.CaptureFixture[str]) -> None:
+    with ptlabs.expect_error(RuntimeError):
+        raise RuntimeError("do this \x1b[1monly if you trust it\x1b[0m.")  # as torch.load's message does
+    assert capsys.readouterr().out == "RuntimeError: do this only if you trust it.\n"
+
+
 def test_expect_error_refuses_a_non_exception() -> None:
     with pytest.raises(TypeError, match="exception classes"):
         ptlabs.expect_error("RuntimeError")  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ __all__ = ["expect_error"]
 
 WIDTH = 80  # the website's code column
 MAX_LINES = 6  # a longer message is cut: the first lines carry the lesson
+ANSI_STYLE = re.compile(r"\x1b\[[0-9;]*m")  # some messages embed terminal bold/colour codes
 
 
 class expect_error:  # noqa: N801 - used as a context manager, named like one (`with expect_error(...)`)
@@ -60,8 +61,8 @@ class expect_error:  # noqa: N801 - used as a context manager, named like one (`
 
 
 def format_error(error: BaseException) -> str:
-    """``Type: message`` wrapped to the page width, at most ``MAX_LINES`` lines."""
-    text = f"{type(error).__name__}: {error}".strip()
+    """``Type: message`` wrapped to the page width, at most ``MAX_LINES`` lines, terminal codes removed."""
+    text = ANSI_STYLE.sub("", f"{type(error).__name__}: {error}").strip()
     lines: list[str] = []
     for line in text.splitlines() or [""]:
         lines.extend(textwrap.wrap(line, WIDTH, subsequent_indent="  ") or [""])
