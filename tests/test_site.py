@@ -8,7 +8,9 @@ Playwright. Requests that leave 127.0.0.1 are aborted, so the checks do not depe
 The checks: the intro and chapter 01 pages render; every image in their main content loads (chapter 01
 has at least one matplotlib figure); an exercise solution opens on click; the Colab launch link of
 chapter 01 points at the notebook in the repository named in ``_config.yml``; the intro links every
-chapter in the table of contents. Each page is saved as a screenshot in pytest's temporary folder
+chapter in the table of contents; no page is wider than a phone's screen. From the built files:
+no lab answer is published, exercises are numbered within their chapter, explorers show static
+states and no dead widget, and chapters cite the articles through the Sources page. Each page is saved as a screenshot in pytest's temporary folder
 (``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s`` to see them).
 """
 
@@ -118,8 +120,8 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Visit:
     """One page opened in a fresh browser context, with the same-origin responses that failed."""
 
-    def __init__(self, browser: Browser, base_url: str, path: str) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+    def __init__(self, browser: Browser, base_url: str, path: str, width: int = 1280) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.context.route("**/*", functools.partial(self._local_only, base_url))
         self.page: Page = self.context.new_page()
         self.page.set_default_timeout(PAGE_TIMEOUT_MS)
@@ -155,7 +157,7 @@ class Visit:
         self.context.close()
 
 
-Opener = Callable[[str], Visit]
+Opener = Callable[..., Visit]
 
 
 @pytest.fixture
@@ -163,8 +165,8 @@ def visit(browser: Browser, base_url: str) -> Iterator[Opener]:
     """Open pages (paths relative to the site root); their browser contexts close after the test."""
     opened: list[Visit] = []
 
-    def open_page(path: str) -> Visit:
-        opened.append(Visit(browser, base_url, path))
+    def open_page(path: str, width: int = 1280) -> Visit:
+        opened.append(Visit(browser, base_url, path, width))
         return opened[-1]
 
     yield open_page
@@ -358,3 +360,18 @@ def test_chapters_cite_the_sources_page(site: Path) -> None:
     for chapter, page in _chapter_pages(site).items():
         if chapter > 0:
             assert "book/sources.html#source-" in page, f"chapter {chapter:02d} cites no article via the Sources page"
+
+
+PHONE_WIDTH = 390
+
+
+def test_no_page_scrolls_sideways_on_a_phone(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At a phone's width, long code, headings and tables wrap or scroll in place (_static/book.css)."""
+    wide = []
+    for file in _toc_files(TOC):
+        v = visit(f"{file}.html", PHONE_WIDTH)
+        page_width = v.page.evaluate("document.documentElement.scrollWidth")
+        if page_width > PHONE_WIDTH:
+            v.screenshot(shots, f"phone-{file.replace('/', '-')}", capsys)
+            wide.append(f"{file}: {page_width} px")
+    assert not wide, f"pages wider than a {PHONE_WIDTH} px phone screen:\n  " + "\n  ".join(wide)
