@@ -19,11 +19,11 @@ test: setup browser
 	  --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
 	  tests notebooks labs/source
 
-# The GPU runner's check: GPU cells run; only exercise verdicts (`nbval-check-output`) are compared.
+# The GPU runner's check: the guarded GPU experiments run; only exercise verdicts (`nbval-check-output`) are compared.
 test-gpu: setup
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env notebooks labs/source
 
-# Re-execute every notebook in place (CPU; cells tagged `gpu` are skipped) and regenerate the lab releases.
+# Re-execute every notebook in place (Run All, no tag honoured) and regenerate the lab releases.
 refresh: setup
 	$(BIN)/python -m tests.refresh
 
