@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
+
 from tests.manifest import ROOT, load_manifest
 
 RUFF = Path(sys.executable).with_name("ruff")
@@ -29,7 +31,9 @@ def test_notebook_code_fits_the_page() -> None:
 
 
 def test_the_lint_can_fail(tmp_path: Path) -> None:
-    wide = tmp_path / "wide.py"
-    wide.write_text(f"x = {'1 + ' * 30}1\n", encoding="utf-8")
+    wide = tmp_path / "wide.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"x = {'1 + ' * 30}1")]
+    nbformat.write(nb, wide)
     result = _ruff(str(wide))
     assert result.returncode == 1 and "E501" in result.stdout, result.stdout
