@@ -5,22 +5,30 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-requirements
+# Exported: the site test (tests/test_site.py) reads it. CI on Ubuntu sets CHROMIUM=/usr/bin/google-chrome.
 CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
 PYTEST_WORKERS ?= 2
+# The pinned torch wheel and CI use this version; `make PYTHON=python3.11 ...` picks another interpreter.
+PYTHON_VERSION := 3.11
 
-.PHONY: book test test-gpu refresh setup system-deps browser clean
+.PHONY: book test test-gpu refresh setup check-python system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 
+# -rfEs: the summary lists failures, errors and every skip with its reason.
 test: setup browser
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile \
+	@echo "running the test suite on $(PYTEST_WORKERS) workers (about six minutes on two cores)..."
+	$(BIN)/python -m pytest -rfEs -n $(PYTEST_WORKERS) --dist loadfile \
 	  --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
 	  tests notebooks labs/source
 
 # The GPU runner's check: the guarded GPU experiments run; only exercise verdicts (`nbval-check-output`) are compared.
+# tests/require_cuda.py stops it at once where there is no CUDA: on a CPU every guarded cell passes, testing nothing.
 test-gpu: setup
+	@$(BIN)/python -m tests.require_cuda
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env notebooks labs/source
 
 # Re-execute every notebook in place (Run All, no tag honoured) and regenerate the lab releases.
@@ -30,10 +38,31 @@ refresh: setup
 setup: $(STAMP) system-deps
 
 # Reinstalls only when requirements.txt or pyproject.toml changed, so a repeated `make` takes seconds.
-$(STAMP): requirements.txt pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# check-python is order-only: it runs every time (a fraction of a second) but never forces a reinstall.
+$(STAMP): requirements.txt pyproject.toml | check-python
+	@test -x $(BIN)/python || { echo "creating $(VENV) with $(PYTHON) (a few seconds)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing the pinned Python stack into $(VENV) (first time: a few minutes, mostly torch;" \
+	  "after a change to requirements.txt: under a minute)..."
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $@
+	@echo "$(VENV) is ready"
+
+# Python $(PYTHON_VERSION) exactly: .venv's interpreter when .venv exists, otherwise $(PYTHON), which creates it.
+check-python:
+	@if [ -x $(BIN)/python ]; then py=$(BIN)/python; else py='$(PYTHON)'; fi; \
+	found=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || { \
+	  echo "error: Python $(PYTHON_VERSION) is needed, and '$(PYTHON)' was not found; set PYTHON=python$(PYTHON_VERSION)" >&2; \
+	  exit 1; }; \
+	if [ "$$found" != $(PYTHON_VERSION) ]; then \
+	  if [ "$$py" = $(BIN)/python ]; then \
+	    echo "error: Python $(PYTHON_VERSION) is needed, but $(VENV) has Python $$found; remove $(VENV)" \
+	      "and run make again with PYTHON=python$(PYTHON_VERSION)" >&2; \
+	  else \
+	    echo "error: Python $(PYTHON_VERSION) is needed, found $$found; set PYTHON=python$(PYTHON_VERSION)" \
+	      "(e.g. make test PYTHON=python$(PYTHON_VERSION))" >&2; \
+	  fi; \
+	  exit 1; \
+	fi
 
 # Graphviz's `dot` draws autograd graphs (torchviz); the site's figures need it.
 system-deps:
@@ -47,7 +76,7 @@ browser:
 define require
 if ! command -v $(1) >/dev/null 2>&1; then \
   if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-    echo "installing $(2) (apt-get)"; \
+    echo "installing the system package $(2) with apt-get (about a minute)"; \
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
     command -v $(1) >/dev/null 2>&1 || { echo "error: installed $(2) but '$(1)' is still missing" >&2; exit 1; }; \
   else \

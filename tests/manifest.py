@@ -29,6 +29,14 @@ def load_manifest(manifest: Path = MANIFEST) -> dict[str, NotebookEntry]:
 
 
 def notebooks_on_disk(root: Path = ROOT) -> list[str]:
-    """Chapter notebooks and lab sources present in the tree, as relative paths."""
+    """Chapter notebooks and lab sources present in the tree, as relative paths.
+
+    Jupyter's checkpoints and the `x.nbconvert.ipynb` copies `jupyter nbconvert --execute` leaves
+    behind are not notebooks of the book (both are git-ignored), so they are not listed.
+    """
     found = [*root.glob("notebooks/*.ipynb"), *root.glob("labs/source/*/*.ipynb")]
-    return sorted(str(p.relative_to(root)) for p in found if ".ipynb_checkpoints" not in p.parts)
+    return sorted(
+        str(p.relative_to(root))
+        for p in found
+        if ".ipynb_checkpoints" not in p.parts and not p.name.endswith(".nbconvert.ipynb")
+    )

@@ -36,14 +36,16 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def execute_notebook(nb: nbformat.NotebookNode, workdir: Path) -> float:
+def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str = "python3") -> float:
     """Run every code cell in order, in ``workdir``, as Run All does; return the wall time in seconds.
 
     No tag is honoured: a learner's Run All ignores tags, so any error raises NotebookError naming
-    the cell. Widget state is stored in the notebook metadata so a live notebook can redraw them.
+    the cell. No widget state is stored: the website shows explorers as static states, and a page
+    with widget state would load the widget JavaScript from a CDN.
     """
+    nb.metadata.pop("widgets", None)
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", record_timing=False, resources={"metadata": {"path": str(workdir)}}
+        nb, timeout=600, kernel_name=kernel_name, record_timing=False, resources={"metadata": {"path": str(workdir)}}
     )
     started = time.perf_counter()
     with client.setup_kernel():
@@ -57,7 +59,6 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path) -> float:
             error = next((out for out in cell.outputs if out.output_type == "error"), None)
             if error is not None:  # nbclient itself lets a cell tagged `raises-exception` fail
                 raise NotebookError(f"code cell {index} failed: {error.ename}: {error.evalue}")
-        client.set_widgets_metadata()
     return time.perf_counter() - started
 
 

@@ -1,8 +1,9 @@
-"""The Colab bootstrap cell: the same everywhere and pinned to a release tag.
+"""The Colab bootstrap cell: the same everywhere, installing from the reference the launch buttons open.
 
-Every chapter notebook's first code cell is ``tests.bootstrap.bootstrap_source()``: in Colab (or any environment
-without ``ptlabs``) it pip-installs ``ptlabs`` from the book's repository at the tag ``v<version>``.
-That it works in a fresh environment is proved by tests/test_run_all.py, which runs every notebook there.
+Every notebook's first code cell is ``tests.bootstrap.bootstrap_source()``: in Colab (or any environment
+without ``ptlabs``) it pip-installs ``ptlabs[book]`` from the book's repository at ``repository.branch``
+of _config.yml, the same branch the Colab launch button opens, so notebook and helpers always match.
+That it works in a fresh Colab-like environment is proved by tests/test_run_all.py.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.bootstrap import BOOTSTRAP_TAG, book_config, bootstrap_source, ptlabs_version
+from tests.bootstrap import BOOTSTRAP_TAG, book_config, bootstrap_source, launch_ref
 from tests.manifest import ROOT, notebooks_on_disk
 
-PIN = re.compile(r'"ptlabs @ git\+(?P<url>[^"@\s]+)@(?P<ref>[^"\s]+)"')
+PIN = re.compile(r'"ptlabs\[book\] @ git\+(?P<url>[^"@\s]+)@(?P<ref>[^"\s]+)"')
 
 
 def _first_code_cell(path: Path) -> nbformat.NotebookNode:
@@ -26,39 +27,42 @@ def _first_code_cell(path: Path) -> nbformat.NotebookNode:
     return cell
 
 
-# --------------------------------------------------------------------------- the cell itself
-
-
 def _check_pin(source: str, where: str) -> None:
-    """The cell installs from _config.yml's repository, at the tag v<version of pyproject.toml>."""
+    """The cell installs from _config.yml's repository, at the branch the launch buttons open."""
     match = PIN.search(source)
-    assert match, f"{where}: no `ptlabs @ git+<url>@<ref>` requirement in the bootstrap cell:\n{source}"
+    assert match, f"{where}: no `ptlabs[book] @ git+<url>@<ref>` requirement in the bootstrap cell:\n{source}"
     repository = book_config()["repository"]
     assert match["url"] == repository["url"].rstrip("/"), (
         f"{where}: installs from {match['url']}, not from _config.yml's repository.url {repository['url']}"
     )
-    assert match["ref"] == f"v{ptlabs_version()}", f"{where}: pins {match['ref']!r}; the release tag is 'v{ptlabs_version()}'"
-    assert match["ref"] != repository.get("branch", "main"), f"{where}: pins the branch, not a tag"
+    assert match["ref"] == launch_ref(), (
+        f"{where}: installs from {match['ref']!r}, but the launch buttons open {launch_ref()!r} "
+        "(repository.branch in _config.yml): a reader would run one version with the helpers of another"
+    )
 
 
-def test_bootstrap_pins_the_release_tag_of_the_configured_repository() -> None:
+def test_bootstrap_installs_from_the_launch_buttons_reference() -> None:
     _check_pin(bootstrap_source(), "tests/bootstrap.py")
+
+
+def test_bootstrap_explains_a_failed_install() -> None:
+    source = bootstrap_source()
+    assert "check=True" not in source and "raise RuntimeError(" in source and "internet connection" in source
 
 
 @pytest.mark.parametrize("notebook", notebooks_on_disk())
 def test_first_code_cell_is_the_bootstrap(notebook: str) -> None:
     cell = _first_code_cell(ROOT / notebook)
-    if PIN.search(cell.source):
-        _check_pin(cell.source, notebook)
     assert cell.source == bootstrap_source(), (
         f"{notebook}: the first code cell is not the canonical bootstrap; "
         f"run `python -m tests.refresh {notebook}` to fix it"
     )
+    _check_pin(cell.source, notebook)
     tags = set(cell.metadata.get("tags", []))
     assert {BOOTSTRAP_TAG, "nbval-ignore-output"} <= tags, f"{notebook}: bootstrap cell tags are {sorted(tags)}"
 
 
-def test_how_to_use_names_the_current_release_tag() -> None:
+def test_how_to_use_names_the_reference_the_bootstrap_installs() -> None:
     text = (ROOT / "book" / "how_to_use.md").read_text(encoding="utf-8")
-    tags = set(re.findall(r"\bv\d+\.\d+\.\d+\b", text))
-    assert tags == {f"v{ptlabs_version()}"}, f"book/how_to_use.md names the tags {sorted(tags)}; the release is v{ptlabs_version()}"
+    assert re.search(r"\bv\d+\.\d+\.\d+\b", text) is None, "book/how_to_use.md names a release tag; there is none"
+    assert f"`{launch_ref()}`" in text, f"book/how_to_use.md does not say the bootstrap installs from `{launch_ref()}`"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -120,3 +121,12 @@ def test_rule_accepts_a_clean_notebook(rule: hygiene.Rule) -> None:
 def test_stderr_is_allowed_where_it_is_the_lesson() -> None:
     nb = _notebook(_cell("a", 1, [_stream("warn\n", "stderr")], [hygiene.STDERR_TAG]))
     assert hygiene.no_stray_stderr(nb) == []
+
+
+def test_stray_nbconvert_outputs_are_not_notebooks_of_the_book(tmp_path: Path) -> None:
+    """`jupyter nbconvert --execute` leaves `x.nbconvert.ipynb` copies: not notebooks to list."""
+    stray = ("notebooks/01_x.nbconvert.ipynb", "labs/source/lab/lab.nbconvert.ipynb")
+    for name in ("notebooks/01_x.ipynb", *stray):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    assert notebooks_on_disk(tmp_path) == ["notebooks/01_x.ipynb"]

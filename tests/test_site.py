@@ -122,7 +122,8 @@ class Visit:
 
     def __init__(self, browser: Browser, base_url: str, path: str, width: int = 1280) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": 900})
-        self.context.route("**/*", functools.partial(self._local_only, base_url))
+        self.outside: list[str] = []  # requests that tried to leave the local site (aborted)
+        self.context.route("**/*", functools.partial(self._local_only, base_url, self.outside))
         self.page: Page = self.context.new_page()
         self.page.set_default_timeout(PAGE_TIMEOUT_MS)
         self.failed: list[str] = []
@@ -131,10 +132,11 @@ class Visit:
         self.response = self.page.goto(f"{base_url}/{path}", wait_until="load")
 
     @staticmethod
-    def _local_only(base_url: str, route: Route) -> None:
+    def _local_only(base_url: str, outside: list[str], route: Route) -> None:
         if route.request.url.startswith(base_url):
             route.continue_()
         else:
+            outside.append(route.request.url)
             route.abort()
 
     def _record_response(self, base_url: str, response: Response) -> None:
@@ -375,3 +377,51 @@ def test_no_page_scrolls_sideways_on_a_phone(visit: Opener, shots: Path, capsys:
             v.screenshot(shots, f"phone-{file.replace('/', '-')}", capsys)
             wide.append(f"{file}: {page_width} px")
     assert not wide, f"pages wider than a {PHONE_WIDTH} px phone screen:\n  " + "\n  ".join(wide)
+
+
+def test_pages_load_nothing_from_the_network(visit: Opener) -> None:
+    """Offline, a page must lose nothing: no CDN script, font or style is requested (_static/mathjax is local)."""
+    outside = {}
+    for file in _toc_files(TOC):
+        v = visit(f"{file}.html")
+        v.page.wait_for_load_state("networkidle")
+        if v.outside:
+            outside[file] = sorted(set(v.outside))[:3]
+    assert not outside, f"pages requested non-local resources: {outside}"
+
+
+def test_math_renders_offline_and_only_where_there_is_math(visit: Opener) -> None:
+    """Chapter 01 typesets its formula with the site's own MathJax; a page without math loads no MathJax."""
+    v = visit(CHAPTER_01)
+    v.page.wait_for_selector("mjx-container", state="attached", timeout=PAGE_TIMEOUT_MS)
+    assert v.page.locator("mjx-container").count() >= 1
+    assert not v.failed and not v.outside, f"math needed the network: {v.failed + v.outside}"
+    intro = visit(INTRO)
+    scripts = intro.page.eval_on_selector_all("script[src]", "s => s.map(e => e.getAttribute('src'))")
+    assert not [src for src in scripts if "mathjax" in src.lower()], f"the intro loads MathJax without math: {scripts}"
+
+
+def test_phone_menu_and_page_contents_open(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At a phone's width the menu opens and a link in it works; the page contents open too (theme pinned)."""
+    v = visit(CHAPTER_01, PHONE_WIDTH)
+    assert not v.page.is_visible(".bd-sidebar-primary"), "the menu is open before it is asked for"
+    v.page.click("button.primary-toggle")
+    menu = v.page.locator(".bd-sidebar-primary")
+    menu.wait_for(state="visible")
+    menu.locator("a", has_text="nn.Module").first.click()
+    v.page.wait_for_load_state("load")
+    assert v.page.url.endswith("notebooks/02_modules.html"), f"the menu link led to {v.page.url}"
+    v.page.click("button.secondary-toggle")
+    contents = v.page.locator(".bd-sidebar-secondary")
+    contents.wait_for(state="visible")
+    assert contents.locator("a").first.is_visible(), "the page contents opened empty"
+    v.screenshot(shots, "phone-page-contents", capsys)
+
+
+def test_desktop_shows_one_search_box(visit: Opener) -> None:
+    v = visit(CHAPTER_01)
+    boxes = v.page.evaluate(
+        "Array.from(document.querySelectorAll('form.bd-search, .search-button-field'))"
+        ".filter(e => e.offsetParent !== null).length"
+    )
+    assert boxes == 1, f"{boxes} search boxes visible on the desktop layout"
