@@ -190,6 +190,13 @@ def sections_numbered(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
+def stamped_by_refresh(nb: nbformat.NotebookNode) -> list[str]:
+    """`make refresh` recorded what the outputs come from (the website shows it under the title)."""
+    stamp = nb.metadata.get("ptlabs", {})
+    missing = [key for key in ("torch", "refreshed", "device") if not stamp.get(key)]
+    return [f"metadata.ptlabs lacks {missing}; run `make refresh`"] if missing else []
+
+
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
     runs_all_without_tags,
@@ -201,4 +208,5 @@ RULES: tuple[Rule, ...] = (
     checks_apart_from_solutions,
     cites_the_sources_page,
     sections_numbered,
+    stamped_by_refresh,
 )

@@ -16,6 +16,7 @@ import nbformat
 
 from tests.manifest import ROOT, load_manifest
 from tests.notebook_tools import NotebookError, ensure_bootstrap, execute_notebook, read_notebook
+from tests.validation import stamp
 
 
 def refresh_notebook(path: Path) -> float:
@@ -23,6 +24,7 @@ def refresh_notebook(path: Path) -> float:
     nb = read_notebook(path)
     ensure_bootstrap(nb)
     seconds = execute_notebook(nb, path.parent)
+    stamp(nb)
     nbformat.write(nb, path)
     return seconds
 

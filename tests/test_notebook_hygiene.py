@@ -59,6 +59,7 @@ WIDE_FIGURE = nbformat.v4.new_output(
     data={"image/png": base64.b64encode(b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 1300, 330)).decode()},
 )
 CLEAN = _notebook(_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2))
+CLEAN.metadata["ptlabs"] = {"torch": "2.13.0+cpu", "refreshed": "2026-11-29", "device": "cpu"}
 
 BAD_NOTEBOOKS = {
     "out of order": (hygiene.executed_top_to_bottom, _notebook(_cell("a", 2), _cell("b", 1)), "out of order"),
@@ -88,6 +89,7 @@ BAD_NOTEBOOKS = {
         "defines a function",
     ),
     "seed name": (hygiene.cites_the_sources_page, _notebook(nbformat.v4.new_markdown_cell("Seed 002 §3.1")), "Seed 002"),
+    "no stamp": (hygiene.stamped_by_refresh, _notebook(_cell("a", 1)), "metadata.ptlabs lacks"),
     "numbering": (
         hygiene.sections_numbered,
         _notebook(nbformat.v4.new_markdown_cell("## 1. One\n\n## Three")),

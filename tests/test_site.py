@@ -35,7 +35,7 @@ import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
 
 from tests.bootstrap import book_config
-from tests.manifest import ROOT
+from tests.manifest import ROOT, load_manifest
 
 CONFIG = book_config()
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
@@ -425,3 +425,21 @@ def test_desktop_shows_one_search_box(visit: Opener) -> None:
         ".filter(e => e.offsetParent !== null).length"
     )
     assert boxes == 1, f"{boxes} search boxes visible on the desktop layout"
+
+
+def test_chapter_pages_say_what_they_were_validated_with(site: Path) -> None:
+    """A line under each chapter title, generated from the notebook's metadata (book/_ext/validation.py)."""
+    for chapter, page in _chapter_pages(site).items():
+        line = re.search(r'<p class="ptlabs-validated">(.*?)</p>', page, re.S)
+        assert line, f"chapter {chapter:02d} has no validation line under its title"
+        text = html.unescape(re.sub(r"<[^>]+>", "", line[1]))
+        assert re.search(r"torch \d+\.\d+\.\d+\S* on \S+, refreshed \d{4}-\d\d-\d\d", text), text
+        assert "status.html" in line[1], f"chapter {chapter:02d}: the line does not link the execution status"
+
+
+def test_execution_status_page_lists_every_notebook(site: Path) -> None:
+    page = html.unescape(re.sub(r"<[^>]+>", " ", (site / "book" / "status.html").read_text(encoding="utf-8")))
+    if "No test run is recorded" in page:
+        return  # a fresh clone: the page says how to get one
+    missing = [path for path in load_manifest() if path not in page]
+    assert "Last run:" in page and not missing, f"the execution-status page lacks {missing}"

@@ -115,7 +115,9 @@ def test_pages_builds_main_and_deploys_with_the_pages_actions() -> None:
     pages = _load("pages.yml")
     assert "main" in _triggers(pages)["push"]["branches"]
     assert pages["concurrency"]["group"] == "pages"
-    assert any(run.strip() == "make book" for run in _runs(pages))
+    runs = [run.strip() for run in _runs(pages)]
+    assert "make book" in runs and "make test" in runs, "the site shows the status of the run that validated it"
+    assert runs.index("make test") < runs.index("make book")
     (upload,) = _uses(pages, "actions/upload-pages-artifact")
     assert upload["with"]["path"] == "_build/html"
     assert _uses(pages, "actions/deploy-pages")
