@@ -22,12 +22,15 @@ def test_a_notebook_within_budget_passes(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_cell_durations_are_summed_per_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conftest, "_cell_seconds", conftest.defaultdict(float))
+    monkeypatch.setattr(conftest, "_cell_outcomes", conftest.defaultdict(conftest.Counter))
 
     class Report:
         def __init__(self, nodeid: str, duration: float) -> None:
             self.nodeid, self.duration = nodeid, duration
+            self.when, self.outcome = "call", "passed"
 
     for nodeid, duration in [("notebooks/a.ipynb::Cell 0", 1.5), ("notebooks/a.ipynb::Cell 1", 2.0),
                              ("tests/test_x.py::test_y", 9.0)]:
         conftest.pytest_runtest_logreport(Report(nodeid, duration))  # type: ignore[arg-type]
     assert dict(conftest._cell_seconds) == {"notebooks/a.ipynb": 3.5}
+    assert dict(conftest._cell_outcomes) == {"notebooks/a.ipynb": conftest.Counter(passed=2)}
