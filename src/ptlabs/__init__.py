@@ -7,6 +7,7 @@ nothing the book is teaching: notebooks call ``torch`` directly for every lesson
 from importlib.metadata import version
 
 from .checks import ExerciseError, check_close, check_equal, check_function, check_tensor, verdict
+from .data import NumpyNoise, SlowSquares
 from .device import seed_everything
 from .errors import expect_error
 from .environment import environment_report, format_report
@@ -20,6 +21,8 @@ __version__ = version("ptlabs")  # one source of truth: pyproject.toml
 
 __all__ = [
     "ExerciseError",
+    "NumpyNoise",
+    "SlowSquares",
     "check_close",
     "check_equal",
     "check_function",
