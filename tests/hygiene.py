@@ -92,7 +92,6 @@ def outputs_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
     for index, cell in _code_cells(nb):
         for output in cell.outputs:
             text = _output_text(output)
-            text = "".join(text) if isinstance(text, list) else text
             wide = [line for line in text.splitlines() if len(line) > PAGE_WIDTH]
             if wide:
                 problems.append(f"code cell {index} prints {len(wide)} line(s) over {PAGE_WIDTH} chars: {wide[0]!r}")
