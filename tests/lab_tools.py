@@ -168,8 +168,28 @@ def run_nbgrader(args: Iterable[str], course: Path) -> str:
     result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True, check=False)
     output = result.stdout + result.stderr
     if result.returncode != 0:
-        raise LabToolError(f"`nbgrader {' '.join(args)}` in {course} failed ({result.returncode}):\n{output}")
+        raise LabToolError(
+            f"`nbgrader {' '.join(args)}` in {course} failed ({result.returncode}).\n"
+            f"Its errors:\n{nbgrader_errors(output)}\n\nIts whole output:\n{output}"
+        )
     return output
+
+
+def nbgrader_errors(output: str) -> str:
+    """nbgrader's ERROR log lines with the tracebacks under them, from a run's whole output.
+
+    A class's autograde log runs to hundreds of kilobytes, and a CI log shows only its ends; the
+    traceback that says why a submission failed sits in the middle. A log record starts with "[";
+    the lines after an ERROR record up to the next record are its traceback.
+    """
+    kept: list[str] = []
+    in_error = False
+    for line in output.splitlines():
+        if line.startswith("["):
+            in_error = "| ERROR]" in line and "ptlabs:" not in line  # ptlabs' own errors are verdicts, not failures
+        if in_error:
+            kept.append(line)
+    return "\n".join(kept) or "(no ERROR lines: see the whole output)"
 
 
 def copy_course(dest: Path, labs: Path = LABS) -> Path:

@@ -242,9 +242,11 @@ class GuardedExecute(Execute):
         self._stream_tail: dict[int, str] = {}
         self._truncated = report.truncated_cells
         stopped_at = None
+        self._socket_prefix = place.sockets
         with self.setup_kernel(cwd=str(place.folder), env=place.env):
             info_msg = self.wait_for_reply(self.kc.kernel_info())
-            self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
+            if info_msg is not None:  # the kernel answered once already (start-up); a late second answer is no error
+                self.nb.metadata["language_info"] = info_msg["content"]["language_info"]
             setup = setup_index(self.nb)
             for index, cell in enumerate(self.nb.cells):
                 if index < setup and index in self._student_cell_indexes:
@@ -267,6 +269,19 @@ class GuardedExecute(Execute):
             for index, cell in _graded_test_cells(nb):
                 if index > stopped_at:
                     cell.outputs = [_error_output("GradingStopped", f"not run: {report.stopped}")]
+
+    def create_kernel_manager(self) -> Any:
+        """nbclient's kernel manager, talking to the kernel over Unix sockets in the kernel's private place.
+
+        Over TCP, jupyter_client picks free ports by binding and releasing them before the kernel binds
+        them; graders running side by side (the tests run four) can pick the same port, and that
+        kernel dies at start-up, which nbgrader reports as an error for the whole submission. Socket
+        files named after a private folder cannot collide, and nothing listens on the network.
+        """
+        km = super().create_kernel_manager()
+        km.transport = "ipc"
+        km.ip = str(self._socket_prefix)
+        return km
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
         """Keep at most max_output_bytes of a cell's output, cutting while it arrives."""

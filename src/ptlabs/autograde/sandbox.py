@@ -138,6 +138,11 @@ class KernelPlace:
     def __post_init__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
 
+    @property
+    def sockets(self) -> Path:
+        """Where the kernel's Unix sockets go (``<sockets>-<n>``): beside its folder, short enough for a socket path."""
+        return self.folder.parent / "ipc"
+
     def remove(self) -> None:
         _remove(self.folder.parent)
 
