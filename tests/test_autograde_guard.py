@@ -165,3 +165,26 @@ def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.Captu
         "REVIEW  trudy  the grader's canaries found tampering in test_f",
         "3 submissions, 2 to review",
     ]
+
+
+def test_grading_kernel_listens_on_private_sockets_not_ports() -> None:
+    """Graders side by side must not race for TCP ports: the kernel's channels are socket files in its place."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from ptlabs.autograde.execute import GuardedExecute
+
+    nb = nbformat.v4.new_notebook()
+    grader = GuardedExecute(kernel_name="python3")
+    NotebookClient.__init__(grader, nb, None)
+    place = KernelPlace.make(dict(os.environ))
+    grader._socket_prefix = place.sockets
+    try:
+        # setup_kernel returns once the kernel has answered a kernel_info request over those sockets.
+        with grader.setup_kernel(cwd=str(place.folder), env=place.env):
+            info = grader.km.get_connection_info()
+            sockets = sorted(path.name for path in place.sockets.parent.glob("ipc-*"))
+    finally:
+        place.remove()
+    assert (info["transport"], info["ip"]) == ("ipc", str(place.sockets))
+    assert len(sockets) == 5, sockets  # shell, iopub, stdin, control, heartbeat

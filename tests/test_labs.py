@@ -80,6 +80,24 @@ def test_labs_exist() -> None:
     assert LAB_NAMES, f"no lab found in {LABS / 'source'}"
 
 
+
+def test_a_failed_grading_run_is_explained_first() -> None:
+    """CI shows only the ends of a long log: the traceback of a failed submission must come first."""
+    log = (
+        "[AutogradeApp | INFO] Autograding submitted/ann/lab/lab.ipynb\n"
+        "[AutogradeApp | ERROR] ptlabs: bob/lab: grades withheld: the submission breaks the lab's code policy\n"
+        "[AutogradeApp | ERROR] There was an error processing assignment: submitted/eve/lab\n"
+        "[AutogradeApp | ERROR] Traceback (most recent call last):\n"
+        "RuntimeError: Kernel died before replying to kernel_info\n"
+        "[AutogradeApp | INFO] Setting destination file permissions to 444\n"
+    )
+    assert lab_tools.nbgrader_errors(log).splitlines() == [
+        "[AutogradeApp | ERROR] There was an error processing assignment: submitted/eve/lab",
+        "[AutogradeApp | ERROR] Traceback (most recent call last):",
+        "RuntimeError: Kernel died before replying to kernel_info",
+    ]
+    assert "no ERROR lines" in lab_tools.nbgrader_errors("[AutogradeApp | INFO] fine\n")
+
 def test_every_release_has_a_source() -> None:
     stale = [str(p.relative_to(LABS.parent)) for p in lab_tools.stale_releases()]
     assert not stale, f"release folders without a source lab: {stale}; run `make refresh` to remove them"
