@@ -12,7 +12,7 @@ part must score:
   policy off, the runtime defences alone (captured checkers, canaries, completion tokens, the
   course record and the reaper) must still give it nothing;
 - a **runtime** case starts from the solution and breaks the run (a dead kernel, a loop that
-  ignores SIGINT, 50 MB of output, a deleted test cell, stripped metadata): the parts it did not
+  ignores SIGINT, 5 MB of output, a deleted test cell, stripped metadata): the parts it did not
   break keep their points, and ``nbgrader autograde`` still exits 0 for the whole class.
 """
 
@@ -139,7 +139,7 @@ SIGINT_PROOF_LOOP = (
     "# A loop that ignores the interrupt a timeout sends.\n"
     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
 )
-HUGE_LINE = "# 50 MB of output on one line.\nprint('x' * 50_000_000)"
+HUGE_LINE = "# 5 MB of output on one line (250 times what a cell keeps).\nprint('x' * 5_000_000)"
 
 
 def _all(score: str | int) -> Callable[[list[str]], dict[str, str | int]]:

@@ -53,7 +53,7 @@ def _purelib(python: Path | str) -> Path:
 #: What a fresh Colab runtime has that the notebooks may rely on (plus pip, which the bootstrap runs).
 COLAB_PREINSTALLED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tqdm", "pip")
 #: What the bootstrap may add: ptlabs and its `book` extra.
-BOOTSTRAP_ADDS = ("ptlabs", "safetensors", "opt_einsum")
+BOOTSTRAP_ADDS = ("ptlabs", "safetensors", "opt_einsum", "torchviz", "graphviz")  # graphviz: what torchviz needs
 KERNEL_NAME = "colab-like"
 
 

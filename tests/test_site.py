@@ -210,6 +210,17 @@ def test_images_load(name: str, visit: Opener) -> None:
         assert figures, f"{CHAPTER_01}: no figure (a PNG in a cell output, e.g. a matplotlib plot) on the page"
 
 
+
+def test_autograd_graphs_are_pictures(site: Path) -> None:
+    """Chapter 04's torchviz drawings reach the site as SVG images of real graphs, not as a Digraph repr."""
+    page = _chapter_pages(site)[4]
+    assert "graphviz.graphs.Digraph" not in page, "a torchviz graph is published as its text repr, not a picture"
+    drawn = [
+        src for src in re.findall(r'<img[^>]+src="\.\./(_images/[^"]+\.svg)"', page)
+        if "AccumulateGrad" in (site / src).read_text(encoding="utf-8")
+    ]
+    assert len(drawn) >= 2, f"expected the two autograd graphs of chapter 04 as SVG pictures, found {drawn}"
+
 def test_solution_opens_on_click(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
     v = visit(CHAPTER_01)
     solution = v.page.locator("div.solution.dropdown").first
