@@ -188,3 +188,38 @@ def test_grading_kernel_listens_on_private_sockets_not_ports() -> None:
         place.remove()
     assert (info["transport"], info["ip"]) == ("ipc", str(place.sockets))
     assert len(sockets) == 5, sockets  # shell, iopub, stdin, control, heartbeat
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm kernels fork, and the reaper reads /proc")
+def test_warm_kernel_is_forked_preloaded_in_its_place_and_leaves_nothing_behind() -> None:
+    """A kernel forked by the warm server has torch already imported, runs in the student's folder and
+    environment, and a process it detaches is killed and counted by the server's reap."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from ptlabs.autograde.warm import WarmKernelManager, WarmKernels
+
+    warm = WarmKernels(["torch"])
+    warm.start()
+    place = KernelPlace.make(dict(os.environ))
+    source = (
+        "import os, subprocess, sys\n"
+        "print('torch' in sys.modules, os.getcwd(), os.environ['PTLABS_GRADING_KERNEL'])\n"
+        "detached = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "print(detached.pid)"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    km = WarmKernelManager(kernel_name="python3")
+    km.warm = warm
+    try:
+        NotebookClient(nb, km=km, timeout=60).execute(cwd=str(place.folder), env=place.env)
+        preloaded, cwd, marker, sleeper = nb.cells[0].outputs[0]["text"].split()
+        assert (preloaded, cwd, marker) == ("True", str(place.folder), place.marker)
+        assert Path(f"/proc/{sleeper}").exists(), "the detached process should still run before the reap"
+        assert warm.reap() == 1
+        time.sleep(0.1)
+        assert not Path(f"/proc/{sleeper}").exists() or "Z" in Path(f"/proc/{sleeper}/stat").read_text().split()[2]
+    finally:
+        warm.stop()
+        place.remove()
+    assert warm.process is not None and warm.process.returncode == 0

@@ -163,3 +163,22 @@ def test_torchs_own_dynamo_wrapper_is_not_tampering() -> None:
     import torch._dynamo  # noqa: F401  (rebinds torch.manual_seed to a dynamo-disabling wrapper)
 
     grading.canaries()
+
+
+def test_torch_compile_patching_nn_module_is_not_tampering() -> None:
+    """The first torch.compile call wraps nn.Module.__init__/__setstate__ to tag modules: torch's own doing."""
+    compiled = torch.compile(lambda x: x + 1, backend="eager")
+    compiled(torch.ones(2))
+    torch.nn.Linear(2, 2)  # built through the wrapped __init__
+    grading.canaries()
+
+
+def test_a_wrapper_of_nn_module_init_made_elsewhere_is_tampering(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = torch.nn.Module.__init__
+
+    def patched_init(self, *args, **kwargs):  # noqa: ANN001, ANN202  (same name as torch's wrapper, other file)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "__init__", patched_init)
+    with pytest.raises(grading.GraderTampered, match="torch.nn.Module: __init__ replaced"):
+        grading.canaries()

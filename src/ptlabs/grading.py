@@ -196,22 +196,32 @@ _CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module"}
 # Names that the runtime itself rebinds between cells: IPython's builtin trap swaps these in and out,
 # and ipykernel installs an `input` of its own for each execution.
 _VOLATILE = {"builtins": {"exit", "quit", "get_ipython", "input", "_", "__", "___"}}
+#: Flags torch sets on its own classes: the first torch.compile call marks nn.Module as patched.
+_TORCH_FLAGS = {"torch.nn.Module": {"___needs_generation_tag_patch"}}
 
 
 def _same_function(recorded: object, now: object) -> bool:
-    """``now`` is ``recorded``, or torch's own dynamo-disabling wrapper of it.
+    """``now`` is ``recorded``, or one of torch's own wrappers around it.
 
-    Importing ``torch._dynamo`` (an optimizer step does) rebinds ``torch.manual_seed`` to such a
-    wrapper; a wrapper made anywhere else is a replacement.
+    Importing ``torch._dynamo`` (an optimizer step does) rebinds ``torch.manual_seed`` to a
+    dynamo-disabling wrapper (torch/_compile.py, ``__wrapped__`` names the original); the first
+    ``torch.compile`` call wraps ``nn.Module.__init__`` and ``__setstate__`` to tag new modules
+    (torch/_dynamo/mutation_guard.py, the original in the wrapper's closure). A wrapper made
+    anywhere else, or around anything but the recorded function, is a replacement.
     """
     if now is recorded:
         return True
     code = getattr(now, "__code__", None)
-    return (
-        getattr(now, "__wrapped__", None) is recorded
-        and code is not None
-        and code.co_filename.replace("\\", "/").endswith("torch/_compile.py")
-    )
+    if code is None:
+        return False
+    source = code.co_filename.replace("\\", "/")
+    if source.endswith("torch/_compile.py"):
+        return getattr(now, "__wrapped__", None) is recorded
+    if source.endswith("torch/_dynamo/mutation_guard.py") and code.co_name in ("patched_init", "patched_setstate"):
+        closure = dict(zip(code.co_freevars, getattr(now, "__closure__", None) or ()))
+        original = closure.get("init") or closure.get("setstate")
+        return original is not None and original.cell_contents is recorded
+    return False
 
 
 def _ipython_transformers() -> tuple[Any, ...]:
@@ -254,7 +264,8 @@ class _Snapshot:
                 key for key, value in recorded.items() if key not in volatile and not _same_function(value, space.get(key))
             ]
             if label in _CLASSES:  # a new entry in a class shadows what it inherits (Tensor.__eq__)
-                changed += [key for key in space if key not in recorded]
+                flags = _TORCH_FLAGS.get(label, set())
+                changed += [key for key in space if key not in recorded and not (key in flags and space[key] is False)]
             if changed:
                 found.append(f"{label}: {', '.join(sorted(changed)[:5])} replaced or removed")
         changed_modules = [name for name, module in self.modules.items() if sys.modules.get(name) is not module]

@@ -10,8 +10,8 @@ each submitted notebook it:
 2. wraps each graded test cell in ``ptlabs.grading.begin`` / ``complete`` with a one-time token
    and the number of checks the reference solution passes there (counted in the source
    notebook's outputs); a cell earns points only if its token was printed;
-3. runs the notebook in a kernel of its own (:mod:`ptlabs.autograde.sandbox`) with a time limit
-   per cell; a cell that times out or a kernel that dies stops the run: the graded cells not run
+3. runs the notebook in a kernel of its own (:mod:`ptlabs.autograde.sandbox`), forked from a
+   server that imported torch once (:mod:`ptlabs.autograde.warm`), with a time limit per cell; a cell that times out or a kernel that dies stops the run: the graded cells not run
    get an error that says why, the cells before keep their grades, and nbgrader goes on with the
    next student (nbgrader's own Execute raises and the whole command exits 1);
 4. keeps at most ``max_output_bytes`` of output per cell while it arrives;
@@ -39,13 +39,14 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, OverwriteCells
 from nbgrader.utils import is_grade, is_solution
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, List, Unicode
 
 import ptlabs
 from ptlabs.grading import COMPLETION_FORMAT
 
 from .policy import scan_cell, setup_module_names
 from .sandbox import CourseRecord, KernelPlace, become_subreaper, current_children, reap
+from .warm import WarmKernelManager, WarmKernels, supported
 
 REPORT_NAME = "ptlabs-grading.json"
 TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
@@ -109,9 +110,17 @@ class GuardedExecute(Execute):
         True, help="Withhold the grades of a submission whose own cells break the code policy."
     ).tag(config=True)
     max_output_bytes = Integer(20_000, help="Output kept per cell; the rest is cut while it arrives.").tag(config=True)
+    preload = List(
+        Unicode(),
+        ["torch", "torch._dynamo", "ptlabs"],
+        help="Modules a warm server imports once and every grading kernel is forked with (Linux);"
+        " an empty list starts each kernel cold. Never ptlabs.grading: its tamper record is taken in the kernel.",
+    ).tag(config=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("kernel_manager_class", WarmKernelManager)
         super().__init__(*args, **kwargs)
+        self._warm: WarmKernels | None = None
         self.interrupt_on_timeout = False  # an interrupt cannot stop a loop that ignores SIGINT: stop the kernel
         self.shutdown_kernel = "immediate"
         become_subreaper()
@@ -142,11 +151,13 @@ class GuardedExecute(Execute):
         # The course, and ptlabs itself: an edited checker would run in every later student's kernel.
         record = CourseRecord.take(Path(coursedir.root), Path(ptlabs.__file__).parent)
         place = KernelPlace.make(dict(os.environ))
-        children = current_children()
+        self._warm = WarmKernels.shared(self.preload) if self.preload and supported() else None
+        children = current_children()  # the warm server, started before, is not a leftover
         try:
             self._run(nb, resources, place, report)
         finally:
-            report.killed_processes = len(reap(place.marker, children))
+            left_behind = self._warm.reap() if self._warm else 0
+            report.killed_processes = left_behind + len(reap(place.marker, children))
             report.restored_files = record.changes()
             record.restore(report.restored_files)
             place.remove()
@@ -281,6 +292,8 @@ class GuardedExecute(Execute):
         km = super().create_kernel_manager()
         km.transport = "ipc"
         km.ip = str(self._socket_prefix)
+        if isinstance(km, WarmKernelManager):
+            km.warm = self._warm
         return km
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
