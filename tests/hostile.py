@@ -98,13 +98,17 @@ def _after_second_test(source: str) -> Builder:
 
 
 def _noisy_first_part(release, answers, wrong):  # noqa: ANN001, ANN202
-    """The solution, with the first part's function printing 2 MB on every call, inside the test cell."""
+    """The solution, with the first part's function printing 100 kB on every call, inside the test cell.
+
+    Five times what a cell keeps at each call; not more, because a test cell may call the function
+    a hundred times (gradcheck does), and the kernel still has to send everything it prints.
+    """
     nb = lab_tools.build_submission(release, answers)
     first = next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("solution"))
     name = lab_tools.nbgrader_meta(nb.cells[first])["grade_id"]
     noisy = (
-        f"# Every call prints 2 MB (a debugging print left in).\nquiet_{name} = {name}\n\n\n"
-        f"def {name}(*args, **kwargs):\n    print('x' * 2_000_000)\n    return quiet_{name}(*args, **kwargs)"
+        f"# Every call prints 100 kB (a debugging print left in).\nquiet_{name} = {name}\n\n\n"
+        f"def {name}(*args, **kwargs):\n    print('x' * 100_000)\n    return quiet_{name}(*args, **kwargs)"
     )
     return _with_cell(nb, first, noisy)
 
