@@ -223,3 +223,15 @@ def test_warm_kernel_is_forked_preloaded_in_its_place_and_leaves_nothing_behind(
         warm.stop()
         place.remove()
     assert warm.process is not None and warm.process.returncode == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm kernels are Linux only")
+def test_a_warm_server_that_cannot_start_leaves_grading_to_cold_kernels() -> None:
+    from ptlabs.autograde.execute import GuardedExecute
+    from ptlabs.autograde.warm import WarmKernels
+
+    broken = WarmKernels(["ptlabs_no_such_module"])
+    with pytest.raises(RuntimeError, match="did not start"):
+        broken.start()
+    broken.stop()
+    assert GuardedExecute(preload=["ptlabs_no_such_module"])._warm_server() is None

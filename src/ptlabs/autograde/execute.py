@@ -151,7 +151,7 @@ class GuardedExecute(Execute):
         # The course, and ptlabs itself: an edited checker would run in every later student's kernel.
         record = CourseRecord.take(Path(coursedir.root), Path(ptlabs.__file__).parent)
         place = KernelPlace.make(dict(os.environ))
-        self._warm = WarmKernels.shared(self.preload) if self.preload and supported() else None
+        self._warm = self._warm_server()
         children = current_children()  # the warm server, started before, is not a leftover
         try:
             self._run(nb, resources, place, report)
@@ -168,6 +168,16 @@ class GuardedExecute(Execute):
             )
         self._finish(report, coursedir)
         return nb, resources
+
+    def _warm_server(self) -> WarmKernels | None:
+        """The warm server to fork kernels from, or None (kernels start cold) where it cannot run."""
+        if not self.preload or not supported():
+            return None
+        try:
+            return WarmKernels.shared(self.preload)
+        except (OSError, RuntimeError) as problem:  # grading goes on, only slower
+            self.log.warning("ptlabs: no warm kernel server (%s); kernels start from scratch", problem)
+            return None
 
     # ------------------------------------------------------------------------------ code policy
 

@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import random
+import select
 import selectors
 import shutil
 import signal
@@ -45,6 +46,8 @@ from .sandbox import _children_of, become_subreaper
 
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
 _PR_SET_PDEATHSIG = 1
+#: How long the server may take to import the preloaded modules (seconds; torch takes a few).
+STARTUP_TIMEOUT_S = 120
 
 
 def supported() -> bool:
@@ -66,7 +69,13 @@ class WarmKernels:
             cls._shared[key] = cls(preload)
             atexit.register(cls._shared[key].stop)
         warm = cls._shared[key]
-        warm.start()
+        if warm.failure:  # one failed start per grading run: the next students go cold at once
+            raise RuntimeError(warm.failure)
+        try:
+            warm.start()
+        except (OSError, RuntimeError) as problem:
+            warm.failure = str(problem)
+            raise
         return warm
 
     def __init__(self, preload: list[str]) -> None:
@@ -74,10 +83,7 @@ class WarmKernels:
         self.folder = Path(tempfile.mkdtemp(prefix="ptlabs-warm-"))
         self.socket = self.folder / "server"
         self.process: subprocess.Popen[str] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
+        self.failure = ""  # why the server could not start, once it failed
 
     def start(self) -> None:
         """Start the server and wait until it has imported the preloaded modules."""
@@ -93,7 +99,8 @@ class WarmKernels:
             text=True,
         )
         assert self.process.stdout is not None
-        ready = self.process.stdout.readline().strip()
+        answered, _, _ = select.select([self.process.stdout], [], [], STARTUP_TIMEOUT_S)
+        ready = self.process.stdout.readline().strip() if answered else f"no answer in {STARTUP_TIMEOUT_S} s"
         if ready != "ready":
             self.process.kill()
             raise RuntimeError(f"the warm kernel server did not start: {ready or 'no answer'}")
@@ -107,6 +114,7 @@ class WarmKernels:
         if self.process is None or self.process.poll() is not None:
             return 0
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(STARTUP_TIMEOUT_S)  # a hung server fails the student, not the class
             connection.connect(str(self.socket))
             connection.sendall(json.dumps({"op": "reap"}).encode() + b"\n")
             return int(connection.makefile("r").readline() or 0)
