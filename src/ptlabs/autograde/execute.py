@@ -11,8 +11,9 @@ each submitted notebook it:
    and the number of checks the reference solution passes there (counted in the source
    notebook's outputs); a cell earns points only if its token was printed;
 3. runs the notebook in a kernel of its own (:mod:`ptlabs.autograde.sandbox`), forked from a
-   server that imported torch once (:mod:`ptlabs.autograde.warm`), with a time limit per cell; a cell that times out or a kernel that dies stops the run: the graded cells not run
-   get an error that says why, the cells before keep their grades, and nbgrader goes on with the
+   server that imported torch once (:mod:`ptlabs.autograde.warm`), with a time limit per cell;
+   a cell that times out or a kernel that dies stops the run: the graded cells not run get an
+   error that says why, the cells before keep their grades, and nbgrader goes on with the
    next student (nbgrader's own Execute raises and the whole command exits 1);
 4. keeps at most ``max_output_bytes`` of output per cell while it arrives;
 5. after the kernel stopped, kills what it left behind, puts back any file of the course it
