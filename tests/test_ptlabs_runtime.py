@@ -65,3 +65,13 @@ def test_environment_report_lists_versions_and_devices() -> None:
     text = ptlabs.format_report(report)
     assert text.splitlines()[0].startswith("python")
     assert len(text.splitlines()) == len(report)
+
+
+def test_noise_note_flags_a_wide_spread_only() -> None:
+    from types import SimpleNamespace
+
+    steady = {"a": SimpleNamespace(median=1.0, iqr=0.1), "b": SimpleNamespace(median=2.0, iqr=0.4)}
+    assert ptlabs.noise_note(steady) == ""
+    busy = {**steady, "c": SimpleNamespace(median=1.0, iqr=0.3)}
+    assert ptlabs.noise_note(busy) == "\n(noisy: the spread is over 25% of the median; rerun when idle)"
+    assert ptlabs.noise_note(busy, spread=0.5) == ""

@@ -15,7 +15,7 @@ from .plotting import use_book_style
 from .printing import set_print_options
 from .states import show_states
 from .session import setup
-from .timing import compare, measure, speedup
+from .timing import compare, measure, noise_note, speedup
 
 __version__ = version("ptlabs")  # one source of truth: pyproject.toml
 
@@ -32,6 +32,7 @@ __all__ = [
     "expect_error",
     "format_report",
     "measure",
+    "noise_note",
     "seed_everything",
     "set_print_options",
     "setup",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.utils import benchmark
 
-__all__ = ["measure", "compare", "speedup"]
+__all__ = ["measure", "compare", "speedup", "noise_note"]
 
 
 def measure(
@@ -63,3 +63,15 @@ def compare(
 def speedup(baseline: benchmark.Measurement, candidate: benchmark.Measurement) -> float:
     """How many times faster ``candidate`` is than ``baseline``, from their medians."""
     return baseline.median / candidate.median
+
+
+def noise_note(measurements: Mapping[str, benchmark.Measurement], spread: float = 0.25) -> str:
+    """A line warning that a timing is unreliable when its spread (IQR) exceeds ``spread`` of its median.
+
+    A verdict computed from medians is only as good as the medians: on a busy machine (another
+    program, a test run) one candidate can be inflated several times, and the spread shows it.
+    Returns "" when every measurement is steady, else the warning on a line of its own.
+    """
+    if any(m.iqr > spread * m.median for m in measurements.values()):
+        return f"\n(noisy: the spread is over {spread:.0%} of the median; rerun when idle)"
+    return ""

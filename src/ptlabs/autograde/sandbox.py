@@ -24,7 +24,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -176,6 +176,36 @@ def _has_marker(pid: int, marker: str) -> bool:
         return False
 
 
+def kill_until_gone(find: Callable[[], set[int]], settle: Callable[[], None]) -> set[int]:
+    """SIGKILL what ``find()`` returns, let ``settle()`` wait for the dead, and repeat until it finds none.
+
+    Repeat, because killing a parent re-parents its children (to us, or to the warm server, as
+    subreaper), and they must go too. Returns every pid it killed.
+    """
+    killed: set[int] = set()
+    for _ in range(50):
+        victims = find() - {os.getpid()}
+        if not victims:
+            break
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+        settle()
+    return killed
+
+
+def _wait_for_dead_children() -> None:
+    for pid in _children_of(os.getpid()):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
 def reap(marker: str, children_before: set[int]) -> list[int]:
     """Kill what a kernel left behind; return the pids killed.
 
@@ -185,26 +215,12 @@ def reap(marker: str, children_before: set[int]) -> list[int]:
     """
     if not Path("/proc").is_dir():
         return []
-    killed: list[int] = []
-    for _ in range(20):  # killing a parent re-parents its children to us: repeat until none is left
+
+    def left_behind() -> set[int]:
         victims = {pid for pid in _children_of(os.getpid()) if pid not in children_before}
-        victims |= {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _has_marker(int(p.name), marker)}
-        victims.discard(os.getpid())
-        if not victims:
-            break
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-        for pid in _children_of(os.getpid()):
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-    return sorted(set(killed))
+        return victims | {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _has_marker(int(p.name), marker)}
+
+    return sorted(kill_until_gone(left_behind, _wait_for_dead_children))
 
 
 def current_children() -> set[int]:

@@ -24,6 +24,7 @@ Linux only (fork, ``/proc``, subreaper); elsewhere the grader starts kernels the
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -36,13 +37,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
 from jupyter_client.manager import AsyncKernelManager
 
-from .sandbox import _children_of, become_subreaper
+from .sandbox import _children_of, become_subreaper, kill_until_gone
 
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
 _PR_SET_PDEATHSIG = 1
@@ -172,14 +172,6 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _kill_all(pids: set[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 class _Server:
     """The warm server's state: its listening socket and, per running kernel, its launcher's connection."""
 
@@ -266,7 +258,8 @@ class _Server:
         if connection is None:
             return
         if kill:
-            _kill_all({pid})
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.selector.unregister(connection)
         connection.close()
 
@@ -289,16 +282,8 @@ class _Server:
 
     def reap(self) -> int:
         """Kill every descendant (kernels and what they started); return how many were not kernels."""
-        left_behind: set[int] = set()
-        for _ in range(50):
-            victims = _descendants(os.getpid())
-            if not victims:
-                break
-            left_behind |= victims - self.launched
-            _kill_all(victims)
-            time.sleep(0.02)
-            self.collect()
-        return len(left_behind)
+        killed = kill_until_gone(lambda: _descendants(os.getpid()), self.collect)
+        return len(killed - self.launched)
 
 
 def _die_with_parent() -> None:
