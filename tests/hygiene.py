@@ -11,11 +11,16 @@ import ast
 import base64
 import re
 import struct
+import sys
 from collections.abc import Callable
 
 import nbformat
 
+from tests.manifest import ROOT
 from tests.notebook_tools import is_lab, tags
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from claims_table import read_claims  # noqa: E402  (book/_ext/claims_table.py: the claims page reads the same tables)
 
 STDERR_TAG = "stderr-expected"
 #: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners.
@@ -196,6 +201,11 @@ def stamped_by_refresh(nb: nbformat.NotebookNode) -> list[str]:
     return [f"metadata.ptlabs lacks {missing}; run `make refresh`"] if missing else []
 
 
+def claims_table_follows_the_schema(nb: nbformat.NotebookNode) -> list[str]:
+    """A chapter's claims table has the schema the page of tested claims is generated from (CONTRIBUTING.md)."""
+    return [] if is_lab(nb) else read_claims(nb)[1]
+
+
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
     runs_all_without_tags,
@@ -207,5 +217,6 @@ RULES: tuple[Rule, ...] = (
     checks_apart_from_solutions,
     cites_the_sources_page,
     sections_numbered,
+    claims_table_follows_the_schema,
     stamped_by_refresh,
 )

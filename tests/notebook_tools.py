@@ -6,7 +6,10 @@ Nothing is written unless the whole notebook ran: a broken notebook is reported 
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -48,7 +51,8 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str 
         nb, timeout=600, kernel_name=kernel_name, record_timing=False, resources={"metadata": {"path": str(workdir)}}
     )
     started = time.perf_counter()
-    with client.setup_kernel():
+    token = uuid.uuid4().hex
+    with _no_process_left_behind(f"{RUN_MARK}={token}"), client.setup_kernel(env={**os.environ, RUN_MARK: token}):
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -60,6 +64,48 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str 
             if error is not None:  # nbclient itself lets a cell tagged `raises-exception` fail
                 raise NotebookError(f"code cell {index} failed: {error.ename}: {error.evalue}")
     return time.perf_counter() - started
+
+
+#: Set in the kernel's environment, which every process it starts inherits: how a leftover is recognised.
+RUN_MARK = "PTLABS_NOTEBOOK_RUN"
+
+
+def processes_marked(mark: str) -> dict[int, str]:
+    """Live processes whose environment holds ``mark`` (Linux /proc; elsewhere, none are seen)."""
+    found = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+class _no_process_left_behind:  # noqa: N801  (used as a context manager, named for what it checks)
+    """After the kernel shut down, no process it started may survive: a worker or a server left running holds
+    memory and a port, and breaks the next run. Leftovers are killed, then reported as a NotebookError."""
+
+    GRACE_S = 10.0
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        deadline = time.monotonic() + self.GRACE_S
+        while (left := processes_marked(self.mark)) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the kernel and its children may still be exiting
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if left and kind is None:
+            listing = "\n".join(f"  pid {pid}: {command[:200]}" for pid, command in sorted(left.items()))
+            raise NotebookError(f"the notebook left {len(left)} process(es) running after its kernel shut down:\n{listing}")
 
 
 #: nbgrader metadata of a lab's bootstrap cell: locked, so grading puts back the original of an edited one.

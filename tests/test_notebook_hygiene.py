@@ -58,7 +58,15 @@ WIDE_FIGURE = nbformat.v4.new_output(
     "display_data",
     data={"image/png": base64.b64encode(b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 1300, 330)).decode()},
 )
-CLEAN = _notebook(_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2))
+CLAIMS_HEADER = "## 2. Claims checked in this chapter\n\n| claim (source) | verdict | shown in |\n|---|---|---|\n"
+
+
+def _claims(row: str, header: str = CLAIMS_HEADER) -> nbformat.NotebookNode:
+    return _notebook(nbformat.v4.new_markdown_cell("## 1. Demo"), nbformat.v4.new_markdown_cell(header + row))
+
+
+CLEAN = _claims("| `x` is 1 (folklore) | **True.** It is. | §1 |")
+CLEAN.cells += [_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2)]
 CLEAN.metadata["ptlabs"] = {"torch": "2.13.0+cpu", "refreshed": "2026-11-29", "device": "cpu"}
 
 BAD_NOTEBOOKS = {
@@ -94,6 +102,25 @@ BAD_NOTEBOOKS = {
         hygiene.sections_numbered,
         _notebook(nbformat.v4.new_markdown_cell("## 1. One\n\n## Three")),
         "'## 2. ...'",
+    ),
+    "no claims section": (
+        hygiene.claims_table_follows_the_schema,
+        _notebook(nbformat.v4.new_markdown_cell("## 1. Demo")),
+        "found 0",
+    ),
+    "claims header": (
+        hygiene.claims_table_follows_the_schema,
+        _claims("| x | §1 | **True.** |", CLAIMS_HEADER.replace("verdict | shown in", "shown in | verdict")),
+        "the table's header",
+    ),
+    "verdict word": (
+        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **Half true.** ... | §1 |"), "must start with"
+    ),
+    "claim without section": (
+        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **True.** | section 1 |"), "names no section"
+    ),
+    "claim in missing section": (
+        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **False.** | §1, §7 |"), "sections [7]"
     ),
     "unbalanced": (
         hygiene.exercises_balanced_verdicts_printed,

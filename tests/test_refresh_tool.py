@@ -57,3 +57,25 @@ def test_read_notebook_rejects_schema_errors(tmp_path: Path) -> None:
     path.write_text('{"cells": 3, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', encoding="utf-8")
     with pytest.raises(NotebookError, match="not a valid notebook"):
         read_notebook(path)
+
+
+def test_a_process_left_running_fails_the_run_and_is_killed(tmp_path: Path) -> None:
+    """A notebook must clean up what it starts (chapter 06 launches workers): a survivor fails Run All."""
+    pid_file = tmp_path / "pid"
+    nb = read_notebook(_notebook(
+        tmp_path / "leaks.ipynb",
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))",
+    ))
+    with pytest.raises(NotebookError, match=r"(?s)left 1 process\(es\) running.*time.sleep"):
+        execute_notebook(nb, tmp_path)
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], (
+        "the leftover was reported but not killed"
+    )
+
+
+def test_processes_that_finish_in_the_notebook_are_fine(tmp_path: Path) -> None:
+    nb = read_notebook(_notebook(tmp_path / "clean.ipynb", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])"))
+    assert execute_notebook(nb, tmp_path) > 0

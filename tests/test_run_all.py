@@ -53,7 +53,12 @@ def _purelib(python: Path | str) -> Path:
 #: What a fresh Colab runtime has that the notebooks may rely on (plus pip, which the bootstrap runs).
 COLAB_PREINSTALLED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tqdm", "pip")
 #: What the bootstrap may add: ptlabs and its `book` extra.
-BOOTSTRAP_ADDS = ("ptlabs", "safetensors", "opt_einsum", "torchviz", "graphviz")  # graphviz: what torchviz needs
+BOOTSTRAP_ADDS = (
+    "ptlabs", "safetensors", "opt_einsum", "torchviz",
+    "graphviz",  # what torchviz needs
+    "onnx",  # onnx, onnxscript, onnx_ir, onnxruntime: chapter 06's export to ONNX and its check in ONNX Runtime
+    "ml_dtypes", "flatbuffers", "protobuf", "google",  # what the ONNX stack needs (google: protobuf's package)
+)
 KERNEL_NAME = "colab-like"
 
 

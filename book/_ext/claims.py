@@ -1,0 +1,107 @@
+"""The book's page of tested claims, generated at build time from the chapters' claims tables.
+
+``{tested-claims}`` (book/claims.md) lists every row of every chapter's claims table (read by
+``claims_table.py``): the statement and its source, the verdict (True / False / Depends, with its
+condition), and links to the chapter sections that settle it. Nothing on the page is typed by hand.
+
+A link to a section is resolved against the chapter's built page (the ids docutils gave its
+headings), so a link that would not land on its section is a build warning, and ``make book`` (-W)
+fails on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+from claims_table import SECTION_REF, VERDICTS, Claim, chapter_title, read_claims
+from docutils import nodes
+from docutils.statemachine import StringList
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective, SphinxRole
+from sphinx.util.nodes import nested_parse_with_titles
+
+logger = logging.getLogger(__name__)
+CHAPTERS = "notebooks"
+
+
+class claim_section(nodes.Inline, nodes.TextElement):  # noqa: N801  (docutils names node classes in lower case)
+    """A link to section N of a chapter, resolved once every page has its ids."""
+
+
+class ClaimSectionRole(SphinxRole):
+    """``{claim-section}`notebooks/01_tensors 3``` → a link "§3" to that chapter's section 3."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        docname, number = self.text.rsplit(" ", 1)
+        return [claim_section(f"§{number}", f"§{number}", docname=docname, number=int(number))], []
+
+
+def _row(docname: str, claim: Claim) -> str:
+    settled_in = SECTION_REF.sub(lambda m: f"{{claim-section}}`{docname} {m.group(1)}`", claim.shown_in)
+    return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_in} |"
+
+
+def _counts(claims: list[Claim]) -> str:
+    counts = Counter(claim.verdict for claim in claims)
+    return ", ".join(f"{counts[verdict]} {verdict.lower()}" for verdict in VERDICTS)
+
+
+class TestedClaims(SphinxDirective):
+    """Every chapter's claims, chapter by chapter, in the order of the table of contents."""
+
+    def run(self) -> list[nodes.Node]:
+        root = Path(self.env.srcdir)
+        lines: list[str] = []
+        everything: list[Claim] = []
+        for path in sorted((root / CHAPTERS).glob("*.ipynb")):
+            docname = f"{CHAPTERS}/{path.stem}"
+            if docname not in self.env.found_docs:
+                continue  # not in the table of contents: not published
+            self.env.note_dependency(str(path))
+            nb = nbformat.read(path, as_version=4)
+            claims, problems = read_claims(nb)
+            for problem in problems:
+                logger.warning(f"{path.name}: claims table: {problem}", location=(self.env.docname, self.lineno))
+            if not claims:
+                continue
+            everything += claims
+            lines += [
+                f"## {chapter_title(nb)}", "",
+                f"{len(claims)} claims: {_counts(claims)}. Chapter: {{doc}}`/{docname}`.", "",
+                "| claim (source) | verdict | settled in |", "|---|---|---|",
+                *(_row(docname, claim) for claim in claims), "",
+            ]
+        summary = [f"**{len(everything)} claims tested**: {_counts(everything)}.", ""]
+        container = nodes.container(classes=["ptlabs-claims"])
+        nested_parse_with_titles(self.state, StringList(summary + lines), container)
+        return container.children
+
+
+def resolve_sections(app: Sphinx, doctree: nodes.document, fromdocname: str) -> None:
+    """Turn each ``claim_section`` into a link to the id of that chapter's ``## N.`` heading."""
+    for ref in list(doctree.findall(claim_section)):
+        target, number = ref["docname"], ref["number"]
+        section = next(
+            (
+                s for s in app.env.get_doctree(target).findall(nodes.section)
+                if s.children and s[0].astext().startswith(f"{number}. ")
+            ),
+            None,
+        )
+        if section is None or not section["ids"]:
+            logger.warning(f"{target} has no section {number} for the claims page to link to", location=ref)
+            ref.replace_self(nodes.Text(ref.astext()))
+            continue
+        uri = app.builder.get_relative_uri(fromdocname, target) + "#" + section["ids"][0]
+        ref.replace_self(nodes.reference("", ref.astext(), refuri=uri, internal=True))
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    app.add_node(claim_section)
+    app.add_role("claim-section", ClaimSectionRole())
+    app.add_directive("tested-claims", TestedClaims)
+    app.connect("doctree-resolved", resolve_sections)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
