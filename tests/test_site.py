@@ -10,7 +10,8 @@ has at least one matplotlib figure); an exercise solution opens on click; the Co
 chapter 01 points at the notebook in the repository named in ``_config.yml``; the intro links every
 chapter in the table of contents; no page is wider than a phone's screen. From the built files:
 no lab answer is published, exercises are numbered within their chapter, explorers show static
-states and no dead widget, and chapters cite the articles through the Sources page. Each page is saved as a screenshot in pytest's temporary folder
+states and no dead widget, chapters cite the articles through the Sources page, and the page of tested
+claims lists every row of every chapter's claims table with links that land on their sections. Each page is saved as a screenshot in pytest's temporary folder
 (``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s`` to see them).
 """
 
@@ -454,3 +455,29 @@ def test_execution_status_page_lists_every_notebook(site: Path) -> None:
         return  # a fresh clone: the page says how to get one
     missing = [path for path in load_manifest() if path not in page]
     assert "Last run:" in page and not missing, f"the execution-status page lacks {missing}"
+
+
+def test_claims_page_lists_every_claim_and_its_links_land_on_their_sections(site: Path) -> None:
+    """book/claims.html holds every claims-table row of every chapter; each "§N" link opens section N."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from claims_table import read_claims  # book/_ext/claims_table.py, what the page is generated from
+
+    page = (site / "book" / "claims.html").read_text(encoding="utf-8")
+    expected = 0
+    for file in _toc_files(TOC):
+        if re.fullmatch(r"notebooks/\d\d_\w+", file):
+            claims, problems = read_claims(nbformat.read(ROOT / f"{file}.ipynb", as_version=4))
+            assert claims and not problems, f"{file}: {problems or 'no claims'}"
+            expected += len(claims)
+    rows = re.findall(r"<tr[ >].*?</tr>", page, re.S)
+    claim_rows = [row for row in rows if re.search(r">§\d+</a>", row)]  # the overview table has no section links
+    assert len(claim_rows) == expected, f"the claims page has {len(claim_rows)} claims, the chapters {expected}"
+    links = re.findall(r'<a class="reference internal" href="([^"]+)">§(\d+)</a>', page)
+    assert len(links) >= expected, f"{len(links)} section links for {expected} claims"
+    for href, number in set(links):
+        target, _, anchor = href.partition("#")
+        target_page = (site / "book" / target).resolve().read_text(encoding="utf-8")
+        section = re.search(rf'<section id="{re.escape(anchor)}">\s*<h2>(.*?)</h2>', target_page, re.S)
+        assert section, f"{href}: no section with that id"
+        title = html.unescape(re.sub(r"<[^>]+>", "", section[1])).strip()
+        assert title.startswith(f"{number}. "), f"{href} is labelled §{number} but opens {title!r}"

@@ -55,6 +55,7 @@ class TestedClaims(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         root = Path(self.env.srcdir)
         lines: list[str] = []
+        overview = ["## Overview", "", "| chapter | claims | true | false | depends |", "|---|---|---|---|---|"]
         everything: list[Claim] = []
         for path in sorted((root / CHAPTERS).glob("*.ipynb")):
             docname = f"{CHAPTERS}/{path.stem}"
@@ -68,15 +69,19 @@ class TestedClaims(SphinxDirective):
             if not claims:
                 continue
             everything += claims
+            counts = Counter(claim.verdict for claim in claims)
+            overview.append(f"| {{doc}}`/{docname}` | {len(claims)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
             lines += [
                 f"## {chapter_title(nb)}", "",
                 f"{len(claims)} claims: {_counts(claims)}. Chapter: {{doc}}`/{docname}`.", "",
                 "| claim (source) | verdict | settled in |", "|---|---|---|",
                 *(_row(docname, claim) for claim in claims), "",
             ]
-        summary = [f"**{len(everything)} claims tested**: {_counts(everything)}.", ""]
+        total = Counter(claim.verdict for claim in everything)
+        overview += [f"| **all** | **{len(everything)}** | " + " | ".join(f"**{total[v]}**" for v in VERDICTS) + " |", ""]
         container = nodes.container(classes=["ptlabs-claims"])
-        nested_parse_with_titles(self.state, StringList(summary + lines), container)
+        # Headings only: a paragraph given before them would be placed after the last section.
+        nested_parse_with_titles(self.state, StringList(overview + lines), container)
         return container.children
 
 
