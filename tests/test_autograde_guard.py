@@ -84,6 +84,16 @@ def test_policy_names_what_a_cheat_uses(source: str, evidence: str) -> None:
     assert all(finding.startswith("cell 4, line ") for finding in findings)  # cell index 3, counted from 1
 
 
+def test_a_submodule_imported_by_a_locked_cell_binds_only_its_package() -> None:
+    """`import torch.distributed` in a locked cell binds `torch` to torch, not to torch.distributed: the name
+    `torch` stays usable in student cells, while `dist` (an alias of the forbidden part) stays banned."""
+    setup = setup_module_names(["import torch.distributed\nimport torch.distributed as dist\nimport os.path"])
+    assert setup == {"torch": "torch", "dist": "torch.distributed", "os": "os"}
+    assert scan_cell("y = torch.ones(2)", 3, setup) == []
+    assert any("dist" in str(f) for f in scan_cell("dist.all_reduce(t)", 3, setup))
+    assert any("os" in str(f) for f in scan_cell("os.getcwd()", 3, setup))
+
+
 def test_policy_leaves_code_that_does_not_parse_to_the_kernel() -> None:
     assert scan_cell("def broken(:\n", 0, SETUP) == []
 

@@ -233,7 +233,9 @@ def setup_module_names(trusted_sources: list[str]) -> dict[str, str]:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names.update({alias.asname or alias.name.split(".")[0]: alias.name for alias in node.names})
+                for alias in node.names:  # `import a.b` binds `a` to the package a; `import a.b as c`, `c` to a.b
+                    top = alias.name.split(".")[0]
+                    names[alias.asname or top] = alias.name if alias.asname else top
             elif isinstance(node, ast.ImportFrom):
                 names.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
     return names
