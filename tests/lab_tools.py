@@ -41,7 +41,7 @@ BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 
-#: Student ids of the two reference submissions; a fixture's student id is ``wrong-<fixture stem>``.
+#: Student ids of the two reference submissions; fixtures are graded in pairs (``fixture_pairs``).
 SOLUTION_STUDENT = "solution"
 BLANK_STUDENT = "blank"
 #: The honest student graded in the same run as the runtime-only hostile cases, after them.
@@ -126,11 +126,6 @@ class Fixture:
     path: Path
 
     @property
-    def student(self) -> str:
-        """The student id this wrong answer is submitted under."""
-        return f"wrong-{self.path.stem}"
-
-    @property
     def test_id(self) -> str:
         """The grade_id of the test cell that must reject this answer."""
         return f"test_{self.grade_id}"
@@ -138,6 +133,26 @@ class Fixture:
     def source(self) -> str:
         """The replacement cell source."""
         return self.path.read_text(encoding="utf-8").rstrip("\n")
+
+
+def fixture_pairs(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
+    """Student id -> the wrong answers submitted together: two fixtures of two different parts.
+
+    Why pairs: every graded submission re-runs the whole lab (seconds of kernel time), and a lab's
+    parts are independent, so one submission can prove two fixtures at once: each must lose its own
+    part, and every part without a fixture in it must keep full marks. That halves the grading time
+    of the fixtures; what it cannot see is a fixture that also breaks the other part of its pair.
+    Deterministic: the parts with the most fixtures left are paired first, in file-name order.
+    """
+    left: dict[str, list[Fixture]] = {}
+    for fixture in sorted(lab_fixtures, key=lambda f: f.path.name):
+        left.setdefault(fixture.grade_id, []).append(fixture)
+    pairs: dict[str, list[Fixture]] = {}
+    while any(left.values()):
+        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:2]
+        chosen = [left[part].pop(0) for part in parts]
+        pairs["wrong-" + "--".join(f.path.stem for f in chosen)] = chosen
+    return pairs
 
 
 def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
@@ -290,8 +305,9 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
     """The submissions that prove a lab's checks: student id -> notebook file name -> notebook.
 
     ``solution``: the release with the source's solution cells (markers removed) -- must earn full
-    marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<fixture>``: the solution
-    with exactly one cell replaced by a typical wrong answer, so any lost points come from that cell.
+    marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<fixture>--<fixture>``: the
+    solution with the cells of two different parts replaced by typical wrong answers (``fixture_pairs``),
+    so any points lost elsewhere come from those cells.
     """
     sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
     releases = {p.name: nbformat.read(p, as_version=4) for p in release_notebooks(lab, course)}
@@ -302,16 +318,18 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
         SOLUTION_STUDENT: {name: build_submission(releases[name], answers[name]) for name in releases},
         BLANK_STUDENT: releases,
     }
-    for fixture in lab_fixtures:
-        if not any(fixture.grade_id in answers[name] for name in releases):
-            raise LabToolError(f"{fixture.path}: {lab} has no solution cell with grade_id {fixture.grade_id!r}")
+    for student, pair in fixture_pairs(lab_fixtures).items():
+        for fixture in pair:
+            if not any(fixture.grade_id in answers[name] for name in releases):
+                raise LabToolError(f"{fixture.path}: {lab} has no solution cell with grade_id {fixture.grade_id!r}")
         notebooks = {}
         for name, release in releases.items():
             wrong = dict(answers[name])
-            if fixture.grade_id in wrong:
-                wrong[fixture.grade_id] = fixture.source()
+            for fixture in pair:
+                if fixture.grade_id in wrong:
+                    wrong[fixture.grade_id] = fixture.source()
             notebooks[name] = build_submission(release, wrong)
-        submissions[fixture.student] = notebooks
+        submissions[student] = notebooks
     return submissions
 
 

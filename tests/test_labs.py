@@ -5,7 +5,9 @@ For every lab in labs/source/ (found, not listed) these tests prove, with nbgrad
 - every graded part is complete: a solution cell, a test cell with points and hidden tests, and
   at least one wrong-answer fixture in tests/fixtures/<lab>/;
 - the solution earns full marks, the untouched release earns zero, and each fixture (a typical
-  wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses exactly its own part's points;
+  wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses its own part's points while every
+  other part keeps full marks (fixtures are graded two at a time, from two different parts, so the
+  other part of its pair is the one part this cannot see: ``lab_tools.fixture_pairs``);
 - every hostile submission of tests/hostile.py (cheats, a dead kernel, an endless loop, huge output,
   deleted or stripped cells) gets the grade it must get, the grader's report says what happened,
   and ``nbgrader autograde`` still exits 0 for the class.
@@ -150,6 +152,16 @@ def test_every_part_is_complete(lab: str) -> None:
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)
+def test_fixtures_are_graded_in_pairs_of_different_parts(lab: str) -> None:
+    lab_fixtures = lab_tools.fixtures(lab)
+    pairs = lab_tools.fixture_pairs(lab_fixtures)
+    paired = sorted(f.path for pair in pairs.values() for f in pair)
+    assert paired == sorted(f.path for f in lab_fixtures), f"{lab}: a fixture is graded twice or never"
+    mixed = [student for student, pair in pairs.items() if len({f.grade_id for f in pair}) != len(pair)]
+    assert not mixed and all(len(pair) <= 2 for pair in pairs.values()), f"{lab}: pairs within one part: {mixed}"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
 def test_release_is_in_sync(lab: str, graded: dict) -> None:
     differences = lab_tools.release_differences(LABS / "release" / lab, _outcome(graded, lab).release)
     assert not differences, (
@@ -176,14 +188,22 @@ def test_untouched_release_earns_zero(lab: str, graded: dict) -> None:
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> None:
-    scores = _outcome(graded, fixture.lab).scores[fixture.student]
+    student, pair = next(
+        (student, pair) for student, pair in lab_tools.fixture_pairs(lab_tools.fixtures(fixture.lab)).items()
+        if fixture in pair
+    )
+    scores = _outcome(graded, fixture.lab).scores[student]
+    with_fixtures = {f.test_id for f in pair}
     assert fixture.test_id in scores, f"no graded cell {fixture.test_id} in the gradebook"
     assert scores[fixture.test_id][0] == 0, (
         f"{fixture.path.name}: {fixture.test_id} accepts this wrong answer "
         f"(score {scores[fixture.test_id][0]:g} of {scores[fixture.test_id][1]:g}); its checks do not discriminate"
     )
-    others = {cell: score for cell, score in scores.items() if cell != fixture.test_id and score[0] != score[1]}
-    assert not others, f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}"
+    others = {cell: score for cell, score in scores.items() if cell not in with_fixtures and score[0] != score[1]}
+    assert not others, (
+        f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}; "
+        f"graded as {student} with {[f.path.name for f in pair]}"
+    )
 
 
 @pytest.mark.parametrize(("lab", "case"), HOSTILE)

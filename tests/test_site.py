@@ -379,26 +379,36 @@ def test_chapters_cite_the_sources_page(site: Path) -> None:
 PHONE_WIDTH = 390
 
 
-def test_no_page_scrolls_sideways_on_a_phone(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[int, list[str]]]:
+    """Every page of the table of contents, opened once at a phone's width and left until its network is
+    idle: its scroll width and the requests that tried to leave the site. One pass serves two tests (each
+    page costs the browser about a second). A page wider than the phone is saved as a screenshot."""
+    seen = {}
+    for file in _toc_files(TOC):
+        v = Visit(browser, base_url, f"{file}.html", PHONE_WIDTH)
+        try:
+            v.page.wait_for_load_state("networkidle")
+            width = v.page.evaluate("document.documentElement.scrollWidth")
+            if width > PHONE_WIDTH:
+                v.page.screenshot(path=str(shots / f"phone-{file.replace('/', '-')}.png"), full_page=True)
+            seen[file] = (width, sorted(set(v.outside)))
+        finally:
+            v.close()
+    return seen
+
+
+def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, list[str]]], shots: Path) -> None:
     """At a phone's width, long code, headings and tables wrap or scroll in place (_static/book.css)."""
-    wide = []
-    for file in _toc_files(TOC):
-        v = visit(f"{file}.html", PHONE_WIDTH)
-        page_width = v.page.evaluate("document.documentElement.scrollWidth")
-        if page_width > PHONE_WIDTH:
-            v.screenshot(shots, f"phone-{file.replace('/', '-')}", capsys)
-            wide.append(f"{file}: {page_width} px")
-    assert not wide, f"pages wider than a {PHONE_WIDTH} px phone screen:\n  " + "\n  ".join(wide)
+    wide = [f"{file}: {width} px" for file, (width, _) in phone_pass.items() if width > PHONE_WIDTH]
+    assert not wide, (
+        f"pages wider than a {PHONE_WIDTH} px phone screen (screenshots in {shots}):\n  " + "\n  ".join(wide)
+    )
 
 
-def test_pages_load_nothing_from_the_network(visit: Opener) -> None:
+def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, list[str]]]) -> None:
     """Offline, a page must lose nothing: no CDN script, font or style is requested (_static/mathjax is local)."""
-    outside = {}
-    for file in _toc_files(TOC):
-        v = visit(f"{file}.html")
-        v.page.wait_for_load_state("networkidle")
-        if v.outside:
-            outside[file] = sorted(set(v.outside))[:3]
+    outside = {file: requests[:3] for file, (_, requests) in phone_pass.items() if requests}
     assert not outside, f"pages requested non-local resources: {outside}"
 
 
