@@ -86,7 +86,7 @@ class _no_process_left_behind:  # noqa: N801  (used as a context manager, named 
     """After the kernel shut down, no process it started may survive: a worker or a server left running holds
     memory and a port, and breaks the next run. Leftovers are killed, then reported as a NotebookError."""
 
-    GRACE_S = 10.0
+    GRACE_S = 30.0  # generous for a loaded machine: only a leftover ever waits this long
 
     def __init__(self, mark: str) -> None:
         self.mark = mark
