@@ -7,7 +7,6 @@ Nothing is written unless the whole notebook ran: a broken notebook is reported 
 from __future__ import annotations
 
 import os
-import signal
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +14,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from ptlabs.autograde.sandbox import kill_until_gone
 
 from tests.bootstrap import BOOTSTRAP_TAG, ROOT, bootstrap_source
 
@@ -98,11 +99,8 @@ class _no_process_left_behind:  # noqa: N801  (used as a context manager, named 
         deadline = time.monotonic() + self.GRACE_S
         while (left := processes_marked(self.mark)) and time.monotonic() < deadline:
             time.sleep(0.2)  # the kernel and its children may still be exiting
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        if left:
+            kill_until_gone(lambda: set(processes_marked(self.mark)), settle=lambda: time.sleep(0.1))
         if left and kind is None:
             listing = "\n".join(f"  pid {pid}: {command[:200]}" for pid, command in sorted(left.items()))
             raise NotebookError(f"the notebook left {len(left)} process(es) running after its kernel shut down:\n{listing}")
