@@ -11,8 +11,9 @@ chapter 01 points at the notebook in the repository named in ``_config.yml``; th
 chapter in the table of contents; no page is wider than a phone's screen. From the built files:
 no lab answer is published, exercises are numbered within their chapter, explorers show static
 states and no dead widget, chapters cite the articles through the Sources page, and the page of tested
-claims lists every row of every chapter's claims table with links that land on their sections. Each page is saved as a screenshot in pytest's temporary folder
-(``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s`` to see them).
+claims lists every row of every chapter's claims table with links that land on their sections. Each page
+is saved as a screenshot in pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the
+paths are printed (use ``-s`` to see them).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
 
 from tests.bootstrap import book_config
+from tests.hygiene import read_claims  # book/_ext/claims_table.py: what the claims page is generated from
 from tests.manifest import ROOT, load_manifest
 
 CONFIG = book_config()
@@ -211,7 +213,6 @@ def test_images_load(name: str, visit: Opener) -> None:
         assert figures, f"{CHAPTER_01}: no figure (a PNG in a cell output, e.g. a matplotlib plot) on the page"
 
 
-
 def test_autograd_graphs_are_pictures(site: Path) -> None:
     """Chapter 04's torchviz drawings reach the site as SVG images of real graphs, not as a Digraph repr."""
     page = _chapter_pages(site)[4]
@@ -221,6 +222,7 @@ def test_autograd_graphs_are_pictures(site: Path) -> None:
         if "AccumulateGrad" in (site / src).read_text(encoding="utf-8")
     ]
     assert len(drawn) >= 2, f"expected the two autograd graphs of chapter 04 as SVG pictures, found {drawn}"
+
 
 def test_solution_opens_on_click(visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
     v = visit(CHAPTER_01)
@@ -469,9 +471,6 @@ def test_execution_status_page_lists_every_notebook(site: Path) -> None:
 
 def test_claims_page_lists_every_claim_and_its_links_land_on_their_sections(site: Path) -> None:
     """book/claims.html holds every claims-table row of every chapter; each "§N" link opens section N."""
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    from claims_table import read_claims  # book/_ext/claims_table.py, what the page is generated from
-
     page = (site / "book" / "claims.html").read_text(encoding="utf-8")
     expected = 0
     for file in _toc_files(TOC):

@@ -44,9 +44,8 @@ def _row(docname: str, claim: Claim) -> str:
     return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_in} |"
 
 
-def _counts(claims: list[Claim]) -> str:
-    counts = Counter(claim.verdict for claim in claims)
-    return ", ".join(f"{counts[verdict]} {verdict.lower()}" for verdict in VERDICTS)
+def _counts(claims: list[Claim]) -> Counter[str]:
+    return Counter(claim.verdict for claim in claims)
 
 
 class TestedClaims(SphinxDirective):
@@ -69,15 +68,16 @@ class TestedClaims(SphinxDirective):
             if not claims:
                 continue
             everything += claims
-            counts = Counter(claim.verdict for claim in claims)
+            counts = _counts(claims)
             overview.append(f"| {{doc}}`/{docname}` | {len(claims)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
+            in_words = ", ".join(f"{counts[v]} {v.lower()}" for v in VERDICTS)
             lines += [
                 f"## {chapter_title(nb)}", "",
-                f"{len(claims)} claims: {_counts(claims)}. Chapter: {{doc}}`/{docname}`.", "",
+                f"{len(claims)} claims: {in_words}. Chapter: {{doc}}`/{docname}`.", "",
                 "| claim (source) | verdict | settled in |", "|---|---|---|",
                 *(_row(docname, claim) for claim in claims), "",
             ]
-        total = Counter(claim.verdict for claim in everything)
+        total = _counts(everything)
         overview += [f"| **all** | **{len(everything)}** | " + " | ".join(f"**{total[v]}**" for v in VERDICTS) + " |", ""]
         container = nodes.container(classes=["ptlabs-claims"])
         # Headings only: a paragraph given before them would be placed after the last section.
