@@ -17,10 +17,10 @@ from collections.abc import Callable
 import nbformat
 
 from tests.manifest import ROOT
-from tests.notebook_tools import is_lab, tags
+from tests.notebook_tools import SOLUTION_TITLE, is_lab, solution_cells, tags
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from claims_table import read_claims  # noqa: E402  (book/_ext/claims_table.py: the claims page reads the same tables)
+from claims_table import Claim, inconsistent_keys, read_claims  # noqa: E402,F401  (book/_ext/claims_table.py: the claims page reads the same tables)
 
 STDERR_TAG = "stderr-expected"
 #: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners.
@@ -206,6 +206,47 @@ def claims_table_follows_the_schema(nb: nbformat.NotebookNode) -> list[str]:
     return [] if is_lab(nb) else read_claims(nb)[1]
 
 
+def solutions_wait_collapsed(nb: nbformat.NotebookNode) -> list[str]:
+    """Every exercise solution's code opens collapsed in JupyterLab, Notebook 7, VS Code and Colab."""
+    problems = []
+    for cell in solution_cells(nb):
+        hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        if not (hidden and cell.metadata.get("cellView") == "form" and cell.source.startswith(SOLUTION_TITLE)):
+            problems.append(f"solution cell {nb.cells.index(cell)} does not open collapsed; run `make refresh`")
+    return problems
+
+
+WIDGET_CALL = re.compile(r"\b(?:interact(?:ive)?|widgets\.\w+)\(")
+
+
+def has_a_live_explorer(nb: nbformat.NotebookNode) -> list[str]:
+    """A chapter has an ipywidgets explorer (live in Jupyter, not on the site) and its states for the site."""
+    if is_lab(nb):
+        return []
+    live = [c for _, c in _code_cells(nb) if WIDGET_CALL.search(c.source)]
+    shown = [c for _, c in _code_cells(nb) if "show_states(" in c.source
+             and any("ptlabs-states" in out.get("data", {}).get("text/html", "") for out in c.outputs)]
+    problems = []
+    if not live:
+        problems.append("the chapter has no live explorer (an ipywidgets `interact` or widget)")
+    for cell in live:
+        if not {"remove-cell", "nbval-ignore-output"} <= tags(cell):
+            problems.append(f"explorer cell {nb.cells.index(cell)} needs tags remove-cell and nbval-ignore-output")
+    if live and not shown:
+        problems.append("the explorer has no static states for the site (a `ptlabs.show_states` cell with output)")
+    return problems
+
+
+def figures_have_alt_text(nb: nbformat.NotebookNode) -> list[str]:
+    """Every figure says what it shows to a reader who cannot see it (`mystnb.image.alt` in the cell's metadata)."""
+    return [
+        f"code cell {index} draws a figure without alt text; set metadata.mystnb.image.alt"
+        for index, cell in _code_cells(nb)
+        if any("image/png" in out.get("data", {}) or "image/svg+xml" in out.get("data", {}) for out in cell.outputs)
+        and not str(cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
+    ]
+
+
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
     runs_all_without_tags,
@@ -219,4 +260,7 @@ RULES: tuple[Rule, ...] = (
     sections_numbered,
     claims_table_follows_the_schema,
     stamped_by_refresh,
+    solutions_wait_collapsed,
+    has_a_live_explorer,
+    figures_have_alt_text,
 )

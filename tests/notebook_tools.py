@@ -117,6 +117,42 @@ def is_lab(nb: nbformat.NotebookNode) -> bool:
     return any("nbgrader" in cell.get("metadata", {}) for cell in nb.cells)
 
 
+#: The bootstrap cell's tags: its output (pip's) is not compared, and the website does not show it, so a
+#: chapter page opens with the chapter's title and text; in Jupyter and Colab it stays visible and runs.
+BOOTSTRAP_TAGS = (BOOTSTRAP_TAG, "nbval-ignore-output", "remove-cell")
+#: The first line of a solution's code cell: Colab hides a cell's code behind its `@title` when the cell's
+#: metadata says `cellView: form`; JupyterLab, Notebook 7 and VS Code honour `jupyter.source_hidden`.
+SOLUTION_TITLE = "# @title Solution (try the exercise first; double-click to show the code)"
+
+
+def solution_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The code cells between a chapter's ``{solution-start}`` and ``{solution-end}`` markdown cells."""
+    found, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            inside = ("{solution-start}" in cell.source or inside) and "{solution-end}" not in cell.source
+        elif inside and cell.cell_type == "code":
+            found.append(cell)
+    return found
+
+
+def collapse_solutions(nb: nbformat.NotebookNode) -> bool:
+    """Make every exercise's solution open collapsed, so a learner tries before seeing it; True if it changed.
+
+    The cell still runs in Run All and its check still runs after it; the website keeps its dropdown.
+    """
+    changed = False
+    for cell in solution_cells(nb):
+        if not cell.source.startswith(SOLUTION_TITLE):
+            cell.source = f"{SOLUTION_TITLE}\n{cell.source}"
+            changed = True
+        if cell.metadata.get("jupyter", {}).get("source_hidden") is not True or cell.metadata.get("cellView") != "form":
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            cell.metadata["cellView"] = "form"
+            changed = True
+    return changed
+
+
 def ensure_bootstrap(nb: nbformat.NotebookNode) -> bool:
     """Make the first code cell the canonical Colab bootstrap (locked in a lab); return True when it changed."""
     first = next((cell for cell in nb.cells if cell.cell_type == "code"), None)
@@ -124,11 +160,13 @@ def ensure_bootstrap(nb: nbformat.NotebookNode) -> bool:
     lab = is_lab(nb)
     if first is not None and BOOTSTRAP_TAG in tags(first):
         changed = first.source != wanted or (lab and first.metadata.get("nbgrader") != LOCKED_BOOTSTRAP)
+        changed |= not set(BOOTSTRAP_TAGS) <= tags(first)
         first.source = wanted
+        first.metadata["tags"] = sorted(tags(first) | set(BOOTSTRAP_TAGS))
         if lab:
             first.metadata["nbgrader"] = dict(LOCKED_BOOTSTRAP)
         return changed
-    metadata = {"tags": [BOOTSTRAP_TAG, "nbval-ignore-output"]}
+    metadata = {"tags": list(BOOTSTRAP_TAGS)}
     if lab:
         metadata["nbgrader"] = dict(LOCKED_BOOTSTRAP)
     cell = nbformat.v4.new_code_cell(wanted, metadata=metadata)

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from tests.manifest import ROOT, load_manifest
-from tests.notebook_tools import NotebookError, ensure_bootstrap, execute_notebook, read_notebook
+from tests.notebook_tools import NotebookError, collapse_solutions, ensure_bootstrap, execute_notebook, read_notebook
 from tests.validation import stamp
 
 
@@ -23,6 +23,7 @@ def refresh_notebook(path: Path) -> float:
     """Execute one notebook and write it back; return its run time."""
     nb = read_notebook(path)
     ensure_bootstrap(nb)
+    collapse_solutions(nb)
     seconds = execute_notebook(nb, path.parent)
     stamp(nb)
     nbformat.write(nb, path)

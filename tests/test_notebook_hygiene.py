@@ -58,15 +58,23 @@ WIDE_FIGURE = nbformat.v4.new_output(
     "display_data",
     data={"image/png": base64.b64encode(b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sII", 13, b"IHDR", 1300, 330)).decode()},
 )
-CLAIMS_HEADER = "## 2. Claims checked in this chapter\n\n| claim (source) | verdict | shown in |\n|---|---|---|\n"
+CLAIMS_HEADER = (
+    "## 2. Claims checked in this chapter\n\n| key | claim (source) | verdict | settled by | shown in |\n|---|---|---|---|---|\n"
+)
 
 
 def _claims(row: str, header: str = CLAIMS_HEADER) -> nbformat.NotebookNode:
     return _notebook(nbformat.v4.new_markdown_cell("## 1. Demo"), nbformat.v4.new_markdown_cell(header + row))
 
 
-CLEAN = _claims("| `x` is 1 (folklore) | **True.** It is. | §1 |")
-CLEAN.cells += [_cell("print(1)", 1, [_stream("1\n")]), _cell("x = 2", 2)]
+CLEAN = _claims("| `x-is-one` | `x` is 1 (folklore) | **True.** It is. | cell | §1 |")
+STATES = nbformat.v4.new_output("display_data", data={"text/html": "<div class='ptlabs-states'></div>", "text/plain": "x"})
+CLEAN.cells += [
+    _cell("print(1)", 1, [_stream("1\n")]),
+    _cell("x = 2", 2),
+    _cell("interact(f, x=(1, 3))", 3, tags=["remove-cell", "nbval-ignore-output"]),
+    _cell("ptlabs.show_states({'1': f(1)})", 4, [STATES]),
+]
 CLEAN.metadata["ptlabs"] = {"torch": "2.13.0+cpu", "refreshed": "2026-11-29", "device": "cpu"}
 
 BAD_NOTEBOOKS = {
@@ -110,17 +118,60 @@ BAD_NOTEBOOKS = {
     ),
     "claims header": (
         hygiene.claims_table_follows_the_schema,
-        _claims("| x | §1 | **True.** |", CLAIMS_HEADER.replace("verdict | shown in", "shown in | verdict")),
+        _claims("| `x` | x | §1 | cell | **True.** |", CLAIMS_HEADER.replace("verdict | settled by | shown in", "shown in | settled by | verdict")),
         "the table's header",
     ),
     "verdict word": (
-        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **Half true.** ... | §1 |"), "must start with"
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **Half true.** ... | cell | §1 |"), "must start with"
     ),
     "claim without section": (
-        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **True.** | section 1 |"), "names no section"
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **True.** | cell | section 1 |"), "names no section"
     ),
     "claim in missing section": (
-        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **False.** | §1, §7 |"), "sections [7]"
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **False.** | cell | §1, §7 |"), "sections [7]"
+    ),
+    "claim without key": (
+        hygiene.claims_table_follows_the_schema, _claims("| x | x (folklore) | **True.** | cell | §1 |"), "backticked kebab-case"
+    ),
+    "old three-column row": (
+        hygiene.claims_table_follows_the_schema, _claims("| x (folklore) | **True.** | §1 |"), "expected 5"
+    ),
+    "settled by what": (
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **True.** | a hunch | §1 |"), "'settled by'"
+    ),
+    "citation without link": (
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **True.** | citation | §1 |"), "links the"
+    ),
+    "GPU row with a verdict": (
+        hygiene.claims_table_follows_the_schema,
+        _claims("| `x` | x (folklore) | **True.** | GPU, not run here | §1 |"),
+        "exactly when",
+    ),
+    "untested row said settled": (
+        hygiene.claims_table_follows_the_schema, _claims("| `x` | x (folklore) | **Not tested here.** | cell | §1 |"), "exactly when"
+    ),
+    "one key twice": (
+        hygiene.claims_table_follows_the_schema,
+        _claims("| `x` | x (folklore) | **True.** | cell | §1 |\n| `x` | y (folklore) | **True.** | cell | §1 |"),
+        "used by 2 rows",
+    ),
+    "open solution": (
+        hygiene.solutions_wait_collapsed,
+        _notebook(nbformat.v4.new_markdown_cell("```{solution-start} ex\n```"), _cell("x = 1", 1),
+                  nbformat.v4.new_markdown_cell("```{solution-end}\n```")),
+        "does not open collapsed",
+    ),
+    "no explorer": (hygiene.has_a_live_explorer, _notebook(_cell("print(1)", 1)), "no live explorer"),
+    "explorer shown on the site": (
+        hygiene.has_a_live_explorer, _notebook(_cell("interact(f, x=1)", 1, tags=["nbval-ignore-output"])), "remove-cell"
+    ),
+    "explorer without states": (
+        hygiene.has_a_live_explorer,
+        _notebook(_cell("interact(f, x=1)", 1, tags=["nbval-ignore-output", "remove-cell"])),
+        "no static states",
+    ),
+    "figure without alt text": (
+        hygiene.figures_have_alt_text, _notebook(_cell("plt.plot()", 1, [WIDE_FIGURE])), "without alt text"
     ),
     "unbalanced": (
         hygiene.exercises_balanced_verdicts_printed,
@@ -159,3 +210,31 @@ def test_stray_nbconvert_outputs_are_not_notebooks_of_the_book(tmp_path: Path) -
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}", encoding="utf-8")
     assert notebooks_on_disk(tmp_path) == ["notebooks/01_x.ipynb"]
+
+
+def test_no_claim_key_carries_two_verdicts_across_the_book() -> None:
+    """One claim, one verdict: a key shared by two chapters carries the same verdict in both."""
+    chapters = {
+        path.split("/")[1][:2]: hygiene.read_claims(nbformat.read(ROOT / path, as_version=4))[0]
+        for path in MANIFEST if path.startswith("notebooks/")
+    }
+    assert all(chapters.values()), "a chapter has no claims to check"
+    problems = hygiene.inconsistent_keys(chapters)
+    assert not problems, "\n".join(problems)
+
+
+def _claim(key: str, verdict: str, settled_by: str = "cell") -> hygiene.Claim:
+    return hygiene.Claim(key, "x (folklore)", verdict, "", settled_by, (1,), "§1")
+
+
+@pytest.mark.parametrize(
+    ("chapters", "expected"),
+    [
+        ({"04": [_claim("anomaly-cost", "True")], "07": [_claim("anomaly-cost", "Depends")]}, "carries 2 verdicts"),
+        ({"04": [_claim("a", "True")], "07": [_claim("a", "True", "chapter 05")]}, "chapter 05 has no row"),
+        ({"04": [_claim("a", "True", "chapter 07")], "07": [_claim("a", "True", "chapter 04")]}, "no row with that key"),
+    ],
+)
+def test_disagreeing_claims_are_found(chapters: dict, expected: str) -> None:
+    assert any(expected in problem for problem in hygiene.inconsistent_keys(chapters))
+    assert hygiene.inconsistent_keys({"04": [_claim("a", "True")], "07": [_claim("a", "True", "chapter 04")]}) == []

@@ -44,18 +44,80 @@ def test_measure_uses_torch_benchmark() -> None:
     assert measurement.median > 0
 
 
-def test_compare_prints_a_table_and_speedup_is_a_ratio(capsys: pytest.CaptureFixture[str]) -> None:
-    results = ptlabs.compare({"small": lambda: torch.ones(8).sum(), "big": lambda: torch.ones(80_000).sum()},
-                             label="sums", min_run_time=0.01)
-    assert set(results) == {"small", "big"}
-    assert "sums" in capsys.readouterr().out
-    ratio = ptlabs.speedup(results["big"], results["small"])
-    assert ratio == pytest.approx(results["big"].median / results["small"].median)
+def test_compare_interleaves_rounds_and_prints_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[str] = []
+
+    def candidate(name: str, size: int):
+        def run() -> None:
+            if not calls or calls[-1] != name:
+                calls.append(name)
+            torch.ones(size).sum()
+        return run
+
+    result = ptlabs.compare({"small": candidate("small", 8), "big": candidate("big", 400_000)},
+                            label="sums", rounds=5, min_run_time=0.01)
+    assert isinstance(result, ptlabs.Comparison) and result.rounds == 5
+    assert all(len(times) == 5 for times in result.times.values())
+    # interleaved: the candidates alternate instead of running all rounds of one, then the other
+    assert len(calls) >= 5, calls
+    out = capsys.readouterr().out
+    assert out.startswith("sums: 5 interleaved rounds") and "big" in out
+    assert result.ratios("small") == [1.0] * 5
 
 
-def test_compare_needs_candidates() -> None:
-    with pytest.raises(ValueError, match="at least one candidate"):
-        ptlabs.compare({}, label="nothing")
+def _comparison(ratios: list[float], threshold: float = 1.1) -> ptlabs.Comparison:
+    return ptlabs.Comparison(label="t", baseline="a", times={"a": [1.0] * len(ratios), "b": ratios},
+                             threshold=threshold)
+
+
+@pytest.mark.parametrize(
+    ("ratios", "kind", "words"),
+    [
+        ([3.0, 3.1, 2.9, 3.2, 3.0], "slower", "b: 3x the time of a (slower)"),
+        ([0.5, 0.48, 0.52, 0.5, 0.49], "faster", "b: 2x faster than a"),
+        ([1.3, 0.8, 1.0, 1.2, 0.9], "unclear", "no clear difference on this machine"),
+        # a busy machine: most rounds say 1.25x, but one in four disagrees; the spread decides
+        ([1.25, 1.25, 1.25, 1.02, 1.0, 1.25, 1.03], "unclear", "no clear difference"),
+        ([1.05, 1.06, 1.04, 1.05, 1.07], "unclear", "no clear difference"),  # under the 10 % threshold
+    ],
+)
+def test_verdict_comes_from_the_median_ratio_and_its_spread(ratios: list[float], kind: str, words: str) -> None:
+    comparison = _comparison(ratios)
+    assert comparison.clear("b") == kind
+    assert words in comparison.verdict("b")
+    assert words in comparison.table()
+
+
+def test_threshold_sets_what_counts_as_a_difference() -> None:
+    ratios = [1.05, 1.06, 1.04, 1.05, 1.07]
+    assert _comparison(ratios, threshold=1.02).clear("b") == "slower"
+    assert _comparison(ratios).speedup("b") == pytest.approx(1 / 1.05)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"candidates": {"a": lambda: None}}, "at least two candidates"),
+        ({"rounds": 3}, "at least 5 rounds"),
+        ({"baseline": "c"}, "baseline 'c' is not one of"),
+        ({"threshold": 0.9}, "threshold is a ratio above 1"),
+    ],
+)
+def test_compare_refuses_a_comparison_that_cannot_give_a_verdict(kwargs: dict, message: str) -> None:
+    arguments = {"candidates": {"a": lambda: None, "b": lambda: None}, "label": "x", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        ptlabs.compare(**arguments)
+
+
+def test_plot_comparison_draws_one_bar_per_candidate_with_whiskers() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = ptlabs.plot_comparison(_comparison([2.0, 2.2, 1.9, 2.1, 2.0]))
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    assert [round(p.get_width(), 3) for p in ax.patches] == [1000.0, 2000.0]  # medians in ms
+    assert "5 rounds" in ax.get_xlabel()
 
 
 def test_environment_report_lists_versions_and_devices() -> None:
@@ -65,13 +127,3 @@ def test_environment_report_lists_versions_and_devices() -> None:
     text = ptlabs.format_report(report)
     assert text.splitlines()[0].startswith("python")
     assert len(text.splitlines()) == len(report)
-
-
-def test_noise_note_flags_a_wide_spread_only() -> None:
-    from types import SimpleNamespace
-
-    steady = {"a": SimpleNamespace(median=1.0, iqr=0.1), "b": SimpleNamespace(median=2.0, iqr=0.4)}
-    assert ptlabs.noise_note(steady) == ""
-    busy = {**steady, "c": SimpleNamespace(median=1.0, iqr=0.3)}
-    assert ptlabs.noise_note(busy) == "\n(noisy: the spread is over 25% of the median; rerun when idle)"
-    assert ptlabs.noise_note(busy, spread=0.5) == ""

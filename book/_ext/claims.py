@@ -1,8 +1,11 @@
 """The book's page of tested claims, generated at build time from the chapters' claims tables.
 
 ``{tested-claims}`` (book/claims.md) lists every row of every chapter's claims table (read by
-``claims_table.py``): the statement and its source, the verdict (True / False / Depends, with its
-condition), and links to the chapter sections that settle it. Nothing on the page is typed by hand.
+``claims_table.py``): the statement and its source, the verdict (True / False / Depends with its
+condition, or Not tested here), how it was settled (a cell on this CPU, a citation, a GPU cell that did
+not run here, or another chapter), and links to the chapter sections that show it. The overview counts
+rows by verdict and by how they were settled. Nothing on the page is typed by hand; a key given two
+verdicts in two chapters is a build warning.
 
 A link to a section is resolved against the chapter's built page (the ids docutils gave its
 headings), so a link that would not land on its section is a build warning, and ``make book`` (-W)
@@ -15,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import nbformat
-from claims_table import SECTION_REF, VERDICTS, Claim, chapter_title, read_claims
+from claims_table import SECTION_REF, SETTLED_BY, VERDICTS, Claim, chapter_title, inconsistent_keys, read_claims
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
@@ -39,13 +42,29 @@ class ClaimSectionRole(SphinxRole):
         return [claim_section(f"§{number}", f"§{number}", docname=docname, number=int(number))], []
 
 
-def _row(docname: str, claim: Claim) -> str:
+#: The overview's columns for how rows were settled; rows settled in another chapter count as "elsewhere".
+SETTLED_COLUMNS = (*SETTLED_BY, "elsewhere")
+
+
+def _settled_kind(claim: Claim) -> str:
+    return "elsewhere" if claim.settled_in_chapter else claim.settled_by
+
+
+def _row(docname: str, claim: Claim, docnames: dict[str, str]) -> str:
+    """A row of the page; a claim settled in another chapter links to that chapter's page."""
     settled_in = SECTION_REF.sub(lambda m: f"{{claim-section}}`{docname} {m.group(1)}`", claim.shown_in)
-    return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_in} |"
+    settled_by = claim.settled_by
+    target = claim.settled_in_chapter
+    if target in docnames:
+        settled_by = f"{{doc}}`chapter {target} </{docnames[target]}>`"
+    return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_by} | {settled_in} |"
 
 
-def _counts(claims: list[Claim]) -> Counter[str]:
-    return Counter(claim.verdict for claim in claims)
+def _counts(claims: list[Claim]) -> str:
+    """The overview's cells: the claims, then the count of each verdict and of each way of settling."""
+    verdicts = Counter(claim.verdict for claim in claims)
+    kinds = Counter(_settled_kind(claim) for claim in claims)
+    return " | ".join(str(n) for n in (len(claims), *(verdicts[v] for v in VERDICTS), *(kinds[k] for k in SETTLED_COLUMNS)))
 
 
 class TestedClaims(SphinxDirective):
@@ -54,12 +73,18 @@ class TestedClaims(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         root = Path(self.env.srcdir)
         lines: list[str] = []
-        overview = ["## Overview", "", "| chapter | claims | true | false | depends |", "|---|---|---|---|---|"]
+        columns = ["claims", *(v.lower() for v in VERDICTS), *(f"by {k}" for k in SETTLED_COLUMNS)]
+        overview = ["## Overview", "",
+                    "Each row is settled by a **cell** that ran on this CPU, a **citation** of the official "
+                    "documentation, a **GPU** cell that did not run here (so its verdict is *Not tested here*), "
+                    "or **elsewhere**: another chapter's row with the same claim.", "",
+                    "| chapter | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
         everything: list[Claim] = []
-        for path in sorted((root / CHAPTERS).glob("*.ipynb")):
-            docname = f"{CHAPTERS}/{path.stem}"
-            if docname not in self.env.found_docs:
-                continue  # not in the table of contents: not published
+        by_chapter: dict[str, list[Claim]] = {}
+        published = [p for p in sorted((root / CHAPTERS).glob("*.ipynb")) if f"{CHAPTERS}/{p.stem}" in self.env.found_docs]
+        docnames = {path.stem[:2]: f"{CHAPTERS}/{path.stem}" for path in published}
+        for path in published:  # a notebook not in the table of contents is not published
+            docname = docnames[path.stem[:2]]
             self.env.note_dependency(str(path))
             nb = nbformat.read(path, as_version=4)
             claims, problems = read_claims(nb)
@@ -68,17 +93,17 @@ class TestedClaims(SphinxDirective):
             if not claims:
                 continue
             everything += claims
-            counts = _counts(claims)
-            overview.append(f"| {{doc}}`/{docname}` | {len(claims)} | " + " | ".join(str(counts[v]) for v in VERDICTS) + " |")
-            in_words = ", ".join(f"{counts[v]} {v.lower()}" for v in VERDICTS)
+            by_chapter[path.stem[:2]] = claims
+            overview.append(f"| {{doc}}`/{docname}` | {_counts(claims)} |")
             lines += [
                 f"## {chapter_title(nb)}", "",
-                f"{len(claims)} claims: {in_words}. Chapter: {{doc}}`/{docname}`.", "",
-                "| claim (source) | verdict | settled in |", "|---|---|---|",
-                *(_row(docname, claim) for claim in claims), "",
+                f"{len(claims)} claims. Chapter: {{doc}}`/{docname}`.", "",
+                "| claim (source) | verdict | settled by | settled in |", "|---|---|---|---|",
+                *(_row(docname, claim, docnames) for claim in claims), "",
             ]
-        total = _counts(everything)
-        overview += [f"| **all** | **{len(everything)}** | " + " | ".join(f"**{total[v]}**" for v in VERDICTS) + " |", ""]
+        for problem in inconsistent_keys(by_chapter):
+            logger.warning(f"claims tables disagree: {problem}", location=(self.env.docname, self.lineno))
+        overview += [f"| **all** | {_counts(everything)} |", ""]
         container = nodes.container(classes=["ptlabs-claims"])
         # Headings only: a paragraph given before them would be placed after the last section.
         nested_parse_with_titles(self.state, StringList(overview + lines), container)

@@ -11,11 +11,11 @@ from .data import NumpyNoise, SlowSquares
 from .device import seed_everything
 from .errors import expect_error
 from .environment import environment_report, format_report
-from .plotting import use_book_style
+from .plotting import plot_comparison, use_book_style
 from .printing import set_print_options
 from .states import show_states
 from .session import setup
-from .timing import compare, measure, noise_note, speedup
+from .timing import Comparison, compare, measure
 
 __version__ = version("ptlabs")  # one source of truth: pyproject.toml
 
@@ -23,6 +23,7 @@ __all__ = [
     "ExerciseError",
     "NumpyNoise",
     "SlowSquares",
+    "Comparison",
     "check_close",
     "check_equal",
     "check_function",
@@ -32,12 +33,11 @@ __all__ = [
     "expect_error",
     "format_report",
     "measure",
-    "noise_note",
+    "plot_comparison",
     "seed_everything",
     "set_print_options",
     "setup",
     "show_states",
-    "speedup",
     "use_book_style",
     "verdict",
 ]

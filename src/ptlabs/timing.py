@@ -1,18 +1,31 @@
 """Timing through ``torch.utils.benchmark``, the way the book measures every speed claim.
 
 ``benchmark.Timer`` warms up, synchronises CUDA, picks the number of runs and reports a
-median with its spread; a hand-written ``time.time()`` loop does none of that. These helpers
-only save the boilerplate of building several timers and comparing their medians.
+median with its spread; a hand-written ``time.time()`` loop does none of that.
+
+One median per candidate, measured one after the other, is not enough for a verdict: on a busy
+machine (another program, a test run) the load changes between the two measurements, and the
+ratio of two medians then says more about the load than about the code. :func:`compare` therefore
+*interleaves* its candidates: each round times every candidate once (in a rotating order), the
+ratio to the baseline is taken per round, and the verdict comes from the median of those ratios
+and their spread (the interquartile range). When the spread reaches the threshold of a
+difference, the verdict says so: "no clear difference on this machine". This is the one place
+the rule is written; every chapter's timing verdict comes from here.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import torch
 from torch.utils import benchmark
 
-__all__ = ["measure", "compare", "speedup", "noise_note"]
+__all__ = ["Comparison", "compare", "measure"]
+
+#: Fewer rounds than this give no usable spread (the quartiles of 4 numbers are two of them).
+MIN_ROUNDS = 5
 
 
 def measure(
@@ -26,6 +39,7 @@ def measure(
 ) -> benchmark.Measurement:
     """Time ``fn()`` with ``benchmark.Timer.blocked_autorange`` and return the Measurement.
 
+    For showing one time, not for comparing two: a comparison goes through :func:`compare`.
     ``num_threads`` defaults to what torch uses now (``benchmark.Timer`` alone would use one
     thread, which understates what the reader's machine does).
     """
@@ -40,38 +54,127 @@ def measure(
     return timer.blocked_autorange(min_run_time=min_run_time)
 
 
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile), interpolated as ``statistics.quantiles`` does."""
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def _format_seconds(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Per-round times of interleaved candidates, and the verdicts they support.
+
+    ``times[name][k]`` is the median time of ``name`` in round ``k`` (seconds); ``baseline`` is
+    the candidate every ratio is taken against; ``threshold`` is the smallest ratio that counts as
+    a difference (1.1: ten per cent).
+    """
+
+    label: str
+    baseline: str
+    times: Mapping[str, list[float]]
+    threshold: float = 1.1
+
+    @property
+    def rounds(self) -> int:
+        return len(self.times[self.baseline])
+
+    def median_time(self, name: str) -> float:
+        """The median over rounds of ``name``'s per-round median time, in seconds."""
+        return statistics.median(self.times[name])
+
+    def ratios(self, name: str) -> list[float]:
+        """``time(name) / time(baseline)`` in each round: above 1, ``name`` is slower."""
+        return [t / b for t, b in zip(self.times[name], self.times[self.baseline], strict=True)]
+
+    def ratio(self, name: str) -> tuple[float, float, float]:
+        """(first quartile, median, third quartile) of the per-round ratios of ``name``."""
+        return _quartiles(self.ratios(name))
+
+    def speedup(self, name: str) -> float:
+        """How many times faster ``name`` is than the baseline (the median ratio, inverted)."""
+        return 1.0 / self.ratio(name)[1]
+
+    def clear(self, name: str) -> str:
+        """"slower", "faster", or "unclear": whether the whole spread is past the threshold."""
+        low, _, high = self.ratio(name)
+        if low >= self.threshold:
+            return "slower"
+        if high <= 1.0 / self.threshold:
+            return "faster"
+        return "unclear"
+
+    def verdict(self, name: str) -> str:
+        """One line: ``name`` against the baseline, in words a reader can trust on this machine."""
+        low, median, high = self.ratio(name)
+        kind = self.clear(name)
+        if kind == "slower":
+            return f"{name}: {median:.2g}x the time of {self.baseline} (slower)"
+        if kind == "faster":
+            return f"{name}: {1 / median:.2g}x faster than {self.baseline}"
+        return (f"{name} vs {self.baseline}: no clear difference on this machine "
+                f"(ratio {low:.2f}-{high:.2f} over the middle rounds)")
+
+    def table(self) -> str:
+        """Median time per candidate, its ratio to the baseline with the spread, and the verdict."""
+        width = max(len(name) for name in self.times)
+        lines = [f"{self.label}: {self.rounds} interleaved rounds, median time per round",
+                 f"  {'':{width}}  {'time':>9}  {'x baseline (IQR)':>20}"]
+        for name in self.times:
+            low, median, high = self.ratio(name)
+            spread = "baseline" if name == self.baseline else f"{median:.2f} ({low:.2f}-{high:.2f})"
+            lines.append(f"  {name:{width}}  {_format_seconds(self.median_time(name)):>9}  {spread:>20}")
+        lines += [self.verdict(name) for name in self.times if name != self.baseline]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
 def compare(
     candidates: Mapping[str, Callable[[], object]],
     *,
     label: str,
-    sub_label: str = "",
-    min_run_time: float = 0.5,
-) -> dict[str, benchmark.Measurement]:
-    """Time each candidate and print ``benchmark.Compare``'s table; return the measurements by name."""
-    if not candidates:
-        raise ValueError("compare() needs at least one candidate to time")
-    results = {
-        name: measure(fn, label=label, sub_label=sub_label, description=name, min_run_time=min_run_time)
+    baseline: str | None = None,
+    rounds: int = 7,
+    min_run_time: float = 0.1,
+    threshold: float = 1.1,
+    num_threads: int | None = None,
+    show: bool = True,
+) -> Comparison:
+    """Time the candidates in interleaved rounds and print the verdict table; return the Comparison.
+
+    Each round runs ``benchmark.Timer.blocked_autorange`` once per candidate, in an order that
+    rotates from round to round, so a burst of load costs every candidate alike. ``baseline``
+    (default: the first candidate) is what every ratio is taken against.
+    """
+    if len(candidates) < 2:
+        raise ValueError(f"compare() needs at least two candidates to compare, got {list(candidates)}")
+    if rounds < MIN_ROUNDS:
+        raise ValueError(f"compare() needs at least {MIN_ROUNDS} rounds for a spread, got {rounds}")
+    if threshold <= 1.0:
+        raise ValueError(f"threshold is a ratio above 1 (1.1 means ten per cent), got {threshold}")
+    names = list(candidates)
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in candidates:
+        raise ValueError(f"baseline {baseline!r} is not one of the candidates {names}")
+    threads = num_threads or torch.get_num_threads()
+    timers = {
+        name: benchmark.Timer(stmt="fn()", globals={"fn": fn}, label=label, description=name, num_threads=threads)
         for name, fn in candidates.items()
     }
-    comparison = benchmark.Compare(list(results.values()))
-    comparison.trim_significant_figures()
-    comparison.print()
-    return results
-
-
-def speedup(baseline: benchmark.Measurement, candidate: benchmark.Measurement) -> float:
-    """How many times faster ``candidate`` is than ``baseline``, from their medians."""
-    return baseline.median / candidate.median
-
-
-def noise_note(measurements: Mapping[str, benchmark.Measurement], spread: float = 0.25) -> str:
-    """A line warning that a timing is unreliable when its spread (IQR) exceeds ``spread`` of its median.
-
-    A verdict computed from medians is only as good as the medians: on a busy machine (another
-    program, a test run) one candidate can be inflated several times, and the spread shows it.
-    Returns "" when every measurement is steady, else the warning on a line of its own.
-    """
-    if any(m.iqr > spread * m.median for m in measurements.values()):
-        return f"\n(noisy: the spread is over {spread:.0%} of the median; rerun when idle)"
-    return ""
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        start = round_index % len(names)
+        for name in names[start:] + names[:start]:
+            times[name].append(timers[name].blocked_autorange(min_run_time=min_run_time).median)
+    result = Comparison(label=label, baseline=baseline, times=times, threshold=threshold)
+    if show:
+        print(result.table())
+    return result
