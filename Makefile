@@ -22,7 +22,7 @@ book: setup
 test: setup browser
 	@echo "running the test suite on $(PYTEST_WORKERS) workers (about eleven minutes on two cores)..."
 	$(BIN)/python -m pytest -rfEs -n $(PYTEST_WORKERS) --dist loadfile \
-	  --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
+	  --nbval --colab-like --nbval-sanitize-with tests/sanitize.cfg \
 	  tests notebooks labs/source
 
 # The GPU runner's check: the guarded GPU experiments run; only exercise verdicts (`nbval-check-output`) are compared.

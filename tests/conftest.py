@@ -26,7 +26,8 @@ _cell_outcomes: dict[str, Counter[str]] = defaultdict(Counter)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path, _, _ = report.nodeid.partition("::")
     if path.endswith(".ipynb"):
-        _cell_seconds[path] += report.duration
+        if report.when == "call":  # the cells' own time: not the kernel's start, nor waiting for its environment
+            _cell_seconds[path] += report.duration
         if report.when == "call" or report.outcome != "passed":  # a failed setup counts too
             _cell_outcomes[path][report.outcome] += 1
 

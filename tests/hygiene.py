@@ -23,8 +23,9 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from claims_table import Claim, inconsistent_keys, read_claims  # noqa: E402,F401  (book/_ext/claims_table.py: the claims page reads the same tables)
 
 STDERR_TAG = "stderr-expected"
-#: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners.
-RUN_ALL_IGNORES = ("raises-exception", "gpu", "skip-execution")
+#: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners. nbval
+#: honours the last two, so without them the validation's one execution is exactly a Run All.
+RUN_ALL_IGNORES = ("raises-exception", "gpu", "skip-execution", "nbval-skip", "nbval-raises-exception")
 #: The widest line the website's code column shows without scrolling (code and printed output).
 PAGE_WIDTH = 88
 #: The widest figure that keeps its labels readable in the column: 7 in at the book style's 100 dpi.

@@ -83,11 +83,33 @@ def processes_marked(mark: str) -> dict[int, str]:
     return found
 
 
-class _no_process_left_behind:  # noqa: N801  (used as a context manager, named for what it checks)
-    """After the kernel shut down, no process it started may survive: a worker or a server left running holds
-    memory and a port, and breaks the next run. Leftovers are killed, then reported as a NotebookError."""
+#: How long a shut-down kernel's children may take to exit: generous for a loaded machine, and only a
+#: real leftover ever waits this long.
+LEFTOVER_GRACE_S = 30.0
 
-    GRACE_S = 30.0  # generous for a loaded machine: only a leftover ever waits this long
+
+def reap_leftovers(mark: str, grace_s: float | None = None) -> dict[int, str]:
+    """Wait up to ``grace_s`` for the processes carrying ``mark`` to exit; kill the survivors; return them.
+
+    A worker or a server left running by a notebook holds memory and a port and breaks the next run,
+    so after a kernel shut down, nothing it started may survive. An empty result means a clean exit.
+    """
+    deadline = time.monotonic() + (LEFTOVER_GRACE_S if grace_s is None else grace_s)
+    while (left := processes_marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the kernel and its children may still be exiting
+    if left:
+        kill_until_gone(lambda: set(processes_marked(mark)), settle=lambda: time.sleep(0.1))
+    return left
+
+
+def describe_leftovers(left: dict[int, str]) -> str:
+    """The failure message for processes a notebook left running."""
+    listing = "\n".join(f"  pid {pid}: {command[:200]}" for pid, command in sorted(left.items()))
+    return f"the notebook left {len(left)} process(es) running after its kernel shut down:\n{listing}"
+
+
+class _no_process_left_behind:  # noqa: N801  (used as a context manager, named for what it checks)
+    """After the kernel shut down, no process it started may survive: leftovers are killed, then reported."""
 
     def __init__(self, mark: str) -> None:
         self.mark = mark
@@ -96,14 +118,9 @@ class _no_process_left_behind:  # noqa: N801  (used as a context manager, named 
         return None
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        deadline = time.monotonic() + self.GRACE_S
-        while (left := processes_marked(self.mark)) and time.monotonic() < deadline:
-            time.sleep(0.2)  # the kernel and its children may still be exiting
-        if left:
-            kill_until_gone(lambda: set(processes_marked(self.mark)), settle=lambda: time.sleep(0.1))
+        left = reap_leftovers(self.mark)
         if left and kind is None:
-            listing = "\n".join(f"  pid {pid}: {command[:200]}" for pid, command in sorted(left.items()))
-            raise NotebookError(f"the notebook left {len(left)} process(es) running after its kernel shut down:\n{listing}")
+            raise NotebookError(describe_leftovers(left))
 
 
 #: nbgrader metadata of a lab's bootstrap cell: locked, so grading puts back the original of an edited one.

@@ -62,7 +62,7 @@ def test_read_notebook_rejects_schema_errors(tmp_path: Path) -> None:
 
 def test_a_process_left_running_fails_the_run_and_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A notebook must clean up what it starts (chapter 06 launches workers): a survivor fails Run All."""
-    monkeypatch.setattr(notebook_tools._no_process_left_behind, "GRACE_S", 2.0)  # the sleeper never ends by itself
+    monkeypatch.setattr(notebook_tools, "LEFTOVER_GRACE_S", 2.0)  # the sleeper never ends by itself
     pid_file = tmp_path / "pid"
     nb = read_notebook(_notebook(
         tmp_path / "leaks.ipynb",

@@ -1,19 +1,17 @@
-"""Run All of every notebook in a fresh Colab-like environment, with no tag honoured, through the bootstrap.
+"""The Colab-like environment every notebook runs in during `make test`: what a learner's fresh runtime has.
 
-Jupyter's and Colab's Run All ignore cell tags, so this is how learners meet the notebooks: every chapter
-and every lab *source* (solutions in; its non-exercise cells are byte-identical to the release's, which
-tests/test_labs.py keeps in sync) must run top to bottom on a CPU with plain nbclient, from a folder that
-holds only that notebook. One run per notebook serves three checks:
-
-* Run All completes (any error fails, `raises-exception` included);
-* the notebook needs nothing beyond what Colab preinstalls: the kernel runs in a new virtual environment
-  whose site-packages links, from the running environment, only COLAB_PREINSTALLED and what those need;
-* the bootstrap cell works: it must install ``ptlabs[book]`` (from a copy of this checkout, through
-  ``PTLABS_PIP_SOURCE``, instead of GitHub) and leave torch as it is.
+Jupyter's and Colab's Run All ignore cell tags, so this is how learners meet the notebooks. The
+validation (nbval, strict) runs every chapter and lab source once, in a kernel that lives in a new
+virtual environment whose site-packages links, from the running environment, only COLAB_PREINSTALLED
+and what those need. Before any notebook runs, the notebooks' own bootstrap cell is executed there as a
+script: it must install ``ptlabs[book]`` (from a copy of this checkout, through ``PTLABS_PIP_SOURCE``,
+instead of GitHub) and leave torch as it is (:func:`check_the_bootstrap_installed_only_ptlabs`).
 
 pandas is preinstalled in Colab but is not in the book's stack and no chapter uses it; the test's set is
 therefore Colab's minus pandas, which can only make the test stricter. Building ``ptlabs`` needs
 ``setuptools>=68``, which pip installs into an isolated build environment from its configured index.
+
+Used by tests/conftest.py (the ``--colab-like`` option); ``python -m tests.colab_env ROOT`` builds one.
 """
 
 from __future__ import annotations
@@ -28,15 +26,13 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 import torch
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.bootstrap import ptlabs_version
-from tests.manifest import ROOT, load_manifest
+from tests.bootstrap import bootstrap_source, ptlabs_version
+from tests.manifest import ROOT
 
-RUN_TIMEOUT_S = 300
 # pip settings that would make the bootstrap reinstall what is already there: through the links, that
 # would rewrite the running environment's own packages. They are removed from the test's environment.
 PIP_REINSTALL_SETTINGS = ("PIP_FORCE_REINSTALL", "PIP_IGNORE_INSTALLED", "PIP_UPGRADE", "PIP_UPGRADE_STRATEGY")
@@ -59,7 +55,6 @@ BOOTSTRAP_ADDS = (
     "onnx",  # onnx, onnxscript, onnx_ir, onnxruntime: chapter 06's export to ONNX and its check in ONNX Runtime
     "ml_dtypes", "flatbuffers", "protobuf", "google",  # what the ONNX stack needs (google: protobuf's package)
 )
-KERNEL_NAME = "colab-like"
 
 
 def _closure(roots: tuple[str, ...]) -> set[str]:
@@ -115,32 +110,42 @@ def _ignore_for_copy(folder: str, names: list[str]) -> set[str]:
     }
 
 
+#: The names the venv's site-packages held before the bootstrap ran, kept beside it for a later check.
+LINKED = "linked.json"
+
+
 class FreshVenv:
-    """A venv holding only Colab's preinstalled set (linked), a kernel spec for it, and a checkout to install from."""
+    """A venv holding only Colab's preinstalled set (linked), and a copy of this checkout to install from."""
 
     def __init__(self, root: Path) -> None:
         source_site = Path(sysconfig.get_paths()["purelib"])
         assert Path(torch.__file__).parent.parent == source_site, (
             f"torch is not in {source_site}; run the tests with the environment that has torch installed"
         )
-        self.venv = root / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.venv)], check=True, timeout=120)
-        self.python = self.venv / "bin" / "python"
-        self.site = _purelib(self.python)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+        self._locate(root)
         assert self.site != source_site and self.site.is_relative_to(self.venv), f"the venv's site is {self.site}"
         for entry in sorted(_site_entries(_closure(COLAB_PREINSTALLED))):
             if (source_site / entry).exists() and not (self.site / entry).exists():
                 (self.site / entry).symlink_to(source_site / entry)
         self.linked = {p.name for p in self.site.iterdir()}
-        self.checkout = root / "checkout"  # pip builds in the source folder: keep build/ out of the repo
+        (root / LINKED).write_text(json.dumps(sorted(self.linked)), encoding="utf-8")
         shutil.copytree(ROOT, self.checkout, ignore=_ignore_for_copy)
-        kernels = root / "jupyter" / "kernels" / KERNEL_NAME
-        kernels.mkdir(parents=True)
-        spec = {"argv": [str(self.python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "Colab-like", "language": "python"}
-        (kernels / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+
+    @classmethod
+    def reopen(cls, root: Path) -> FreshVenv:
+        """The environment an earlier :meth:`__init__` built under ``root`` (another process may have built it)."""
+        fresh = cls.__new__(cls)
+        fresh._locate(root)
+        fresh.linked = set(json.loads((root / LINKED).read_text(encoding="utf-8")))
+        return fresh
+
+    def _locate(self, root: Path) -> None:
+        self.venv = root / "venv"
+        self.python = self.venv / "bin" / "python"
+        self.site = _purelib(self.python)
+        self.checkout = root / "checkout"  # pip builds in the source folder: keep build/ out of the repo
         self.env = _clean_env(self.venv)
-        self.env["JUPYTER_PATH"] = str(root / "jupyter")
         self.env["PTLABS_PIP_SOURCE"] = f"{self.checkout}[book]"
 
     def run(self, *args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -150,32 +155,8 @@ class FreshVenv:
         )
 
 
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
-    venv = FreshVenv(tmp_path_factory.mktemp("fresh"))
-    for module in ("ptlabs", "safetensors", "nbformat"):  # nbformat: the dev stack stays out too
-        missing = venv.run("-c", f"import {module}", cwd=venv.venv)
-        assert missing.returncode != 0 and f"No module named '{module}'" in missing.stderr, (
-            f"{module} is importable in the Colab-like venv before any bootstrap ran:\n{missing.stderr}"
-        )
-    return venv
 
-
-@pytest.mark.parametrize("notebook", sorted(load_manifest()))
-def test_run_all_completes_in_a_fresh_environment(fresh: FreshVenv, notebook: str, tmp_path: Path) -> None:
-    folder = tmp_path / "run"  # a folder holding only this notebook, as a downloaded notebook is
-    folder.mkdir()
-    shutil.copy(ROOT / notebook, folder)
-    # The runner is this environment's nbclient; the kernel is the Colab-like venv's python (its kernel spec).
-    # cwd=ROOT makes the `tests` package importable for the runner; the kernel runs in `folder`.
-    command = [sys.executable, "-m", "tests.run_all", "--kernel", KERNEL_NAME, str(folder / Path(notebook).name)]
-    result = subprocess.run(command, cwd=ROOT, env=fresh.env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    report = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)  # no terminal colours in the report
-    assert result.returncode == 0, f"Run All of {notebook} failed:\n{report[-6000:]}"
-    _check_the_bootstrap_installed_only_ptlabs(fresh)
-
-
-def _check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
+def check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
     """ptlabs came from the checkout, torch is still the linked one, nothing else was added."""
     probe = fresh.run(
         "-c",
@@ -199,3 +180,29 @@ def _check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
     assert added and all(_belongs_to_bootstrap(n) or n == "__pycache__" for n in added), (
         f"the bootstrap installed more than ptlabs[book]: {sorted(added)}"
     )
+
+
+def build(root: Path) -> FreshVenv:
+    """Make the environment under ``root`` and run the notebooks' bootstrap cell in it, as a learner's first cell.
+
+    Raises AssertionError naming what went wrong; the caller records it so every notebook reports it.
+    """
+    fresh = FreshVenv(root)
+    for module in ("ptlabs", "safetensors", "nbformat"):  # nbformat: the dev stack stays out too
+        missing = fresh.run("-c", f"import {module}", cwd=fresh.venv)
+        assert missing.returncode != 0 and f"No module named '{module}'" in missing.stderr, (
+            f"{module} is importable in the Colab-like venv before any bootstrap ran:\n{missing.stderr}"
+        )
+    ran = fresh.run("-c", bootstrap_source(), cwd=fresh.venv, timeout=600)
+    assert ran.returncode == 0, f"the bootstrap cell failed in a fresh environment:\n{ran.stdout}{ran.stderr}"
+    check_the_bootstrap_installed_only_ptlabs(fresh)
+    return fresh
+
+
+def write_kernel_spec(jupyter_path: Path, name: str, python: Path, env: dict[str, str]) -> None:
+    """A kernel spec that starts ``python``'s ipykernel with ``env`` added to its environment."""
+    folder = jupyter_path / "kernels" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"Colab-like ({name})", "language": "python", "env": env}
+    (folder / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")

@@ -1,0 +1,48 @@
+"""The CPU kernels the validation runs with: never the ones `make refresh` used.
+
+`make refresh` executes notebooks natively (the machine's best vector ISA, all its threads). The
+validation then runs every notebook with *other* kernels: on an AVX-512 machine ATen, MKL and
+oneDNN are held to AVX2; on an AVX2 machine ATen falls back to its portable `default` kernels;
+and every BLAS and OpenMP pool gets one thread. A committed output that depends on which kernels
+summed the floats (the last bits of a loss, a diverging run, a max error of 3e-08 that is 0 elsewhere)
+then fails on the author's own machine, before it fails on a contributor's different CPU.
+
+Usage: `python -m tests.kernels` prints the settings as `NAME=value` words for `env`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+#: One thread everywhere: a reduction split over threads sums in another order.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+#: Held to AVX2: the ISA one step below AVX-512 (and AMX) for ATen, MKL and oneDNN.
+AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+#: ATen's portable kernels, for a machine whose best is AVX2 (or anything that is not AVX-512).
+PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+
+
+def native_capability() -> str:
+    """What ATen picks on this machine when nothing forces it (for example ``AVX512`` or ``AVX2``)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def validation_env(native: str | None = None) -> dict[str, str]:
+    """The environment variables that make the validation's kernels differ from the refresh's."""
+    native = native_capability() if native is None else native
+    isa = AVX2 if native.upper().startswith("AVX512") else PORTABLE
+    return {**isa, **ONE_THREAD}
+
+
+def describe(env: dict[str, str], native: str | None = None) -> str:
+    """One line for the test report: what ran natively, and what the validation forced."""
+    native = native_capability() if native is None else native
+    forced = " ".join(f"{k}={v}" for k, v in env.items())
+    return f"native CPU kernels: {native}; the validation runs with {forced}"
+
+
+if __name__ == "__main__":
+    print(" ".join(f"{key}={value}" for key, value in validation_env().items()))
+    sys.exit(0)
