@@ -15,6 +15,7 @@ import nbformat
 import pytest
 
 from tests.bootstrap import BOOTSTRAP_TAG, book_config, bootstrap_source, launch_ref
+from tests.notebook_tools import BOOTSTRAP_TAGS
 from tests.manifest import ROOT, notebooks_on_disk
 
 PIN = re.compile(r'"ptlabs\[book\] @ git\+(?P<url>[^"@\s]+)@(?P<ref>[^"\s]+)"')
@@ -59,7 +60,7 @@ def test_first_code_cell_is_the_bootstrap(notebook: str) -> None:
     )
     _check_pin(cell.source, notebook)
     tags = set(cell.metadata.get("tags", []))
-    assert {BOOTSTRAP_TAG, "nbval-ignore-output"} <= tags, f"{notebook}: bootstrap cell tags are {sorted(tags)}"
+    assert set(BOOTSTRAP_TAGS) <= tags, f"{notebook}: bootstrap cell tags are {sorted(tags)}"
 
 
 def test_how_to_use_names_the_reference_the_bootstrap_installs() -> None:

@@ -73,8 +73,9 @@ def _comparison(ratios: list[float], threshold: float = 1.1) -> ptlabs.Compariso
 @pytest.mark.parametrize(
     ("ratios", "kind", "words"),
     [
-        ([3.0, 3.1, 2.9, 3.2, 3.0], "slower", "b: 3x the time of a (slower)"),
-        ([0.5, 0.48, 0.52, 0.5, 0.49], "faster", "b: 2x faster than a"),
+        ([3.0, 3.1, 2.9, 3.2, 3.0], "slower", "b: 3.0x the time of a (slower)"),
+        ([0.5, 0.48, 0.52, 0.5, 0.49], "faster", "b: 2.0x faster than a"),
+        ([5229.4, 4405.2, 5720.1, 5000.0, 5100.0], "slower", "b: 5,100x the time of a (slower)"),
         ([1.3, 0.8, 1.0, 1.2, 0.9], "unclear", "no clear difference on this machine"),
         # a busy machine: most rounds say 1.25x, but one in four disagrees; the spread decides
         ([1.25, 1.25, 1.25, 1.02, 1.0, 1.25, 1.03], "unclear", "no clear difference"),

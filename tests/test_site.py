@@ -364,8 +364,16 @@ def test_explorers_show_static_states_and_no_dead_control(site: Path) -> None:
             f"chapter {chapter:02d} publishes a widget view, a control that does nothing on the website; "
             "tag the widget cell `remove-cell` and show its states with ptlabs.show_states"
         )
-        explorers += "ptlabs-states" in page
-    assert explorers >= 2, f"expected the explorers of chapters 01 and 02 as static states, found {explorers}"
+        assert "ptlabs-states" in page, f"chapter {chapter:02d} shows no explorer states (ptlabs.show_states)"
+
+
+def test_chapter_pages_open_with_their_title_and_text(site: Path) -> None:
+    """The Colab set-up cell runs in the notebook but is not on the page: the article starts with its title."""
+    for chapter, page in _chapter_pages(site).items():
+        article = page[page.index('<article class="bd-article"'):]
+        first_heading = article.index("<h1")
+        assert "cell_input" not in article[:first_heading], f"chapter {chapter:02d} shows a code cell before its title"
+        assert "PTLABS_PIP_SOURCE" not in page, f"chapter {chapter:02d} publishes the Colab bootstrap cell"
 
 
 def test_chapters_cite_the_sources_page(site: Path) -> None:

@@ -44,6 +44,7 @@ class ClaimSectionRole(SphinxRole):
 
 #: The overview's columns for how rows were settled; rows settled in another chapter count as "elsewhere".
 SETTLED_COLUMNS = (*SETTLED_BY, "elsewhere")
+SHORT = {"not tested here": "untested", "GPU, not run here": "GPU, not run", "not reproduced here": "not reproduced"}
 
 
 def _settled_kind(claim: Claim) -> str:
@@ -73,11 +74,12 @@ class TestedClaims(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         root = Path(self.env.srcdir)
         lines: list[str] = []
-        columns = ["claims", *(v.lower() for v in VERDICTS), *(f"by {k}" for k in SETTLED_COLUMNS)]
+        columns = ["claims", *(SHORT.get(v.lower(), v.lower()) for v in VERDICTS), *(SHORT.get(k, k) for k in SETTLED_COLUMNS)]
         overview = ["## Overview", "",
                     "Each row is settled by a **cell** that ran on this CPU, a **citation** of the official "
-                    "documentation, a **GPU** cell that did not run here (so its verdict is *Not tested here*), "
-                    "or **elsewhere**: another chapter's row with the same claim.", "",
+                    "documentation, or **elsewhere**: another chapter's row with the same claim. Rows whose "
+                    "evidence is a **GPU** cell that did not run here, or a case **not reproduced here**, "
+                    "settle nothing: their verdict is *Not tested here*.", "",
                     "| chapter | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
         everything: list[Claim] = []
         by_chapter: dict[str, list[Claim]] = {}

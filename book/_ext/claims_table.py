@@ -21,9 +21,11 @@ import nbformat
 HEADER = ("key", "claim (source)", "verdict", "settled by", "shown in")
 VERDICTS = ("True", "False", "Depends", "Not tested here")
 #: How a row was settled: a cell that ran on this CPU, a citation of the official documentation, a guarded
-#: GPU cell that did not run here (so nothing is settled: the verdict is "Not tested here"), or another
-#: chapter's row with the same key (one chapter settles a claim; the others link there).
-SETTLED_BY = ("cell", "citation", "GPU, not run here")
+#: GPU cell that did not run here, or a case no cell here can reproduce (two mismatched compiled packages,
+#: say); the last two settle nothing, so their verdict is "Not tested here". A row may also name another
+#: chapter whose row with the same key settles it (one chapter settles a claim; the others link there).
+UNSETTLED = ("GPU, not run here", "not reproduced here")
+SETTLED_BY = ("cell", "citation", *UNSETTLED)
 SETTLED_ELSEWHERE = re.compile(r"^chapter (\d\d)$")
 CLAIMS_HEADING = re.compile(r"^## (\d+)\. Claims checked in this chapter\s*$", re.MULTILINE)
 SECTION_HEADING = re.compile(r"^## (\d+)\. (.+?)\s*$", re.MULTILINE)
@@ -130,8 +132,9 @@ def _read_row(row: list[str], sections: dict[int, str]) -> tuple[list[str], Clai
         problems.append(f"'shown in' names sections {unknown}, which this chapter does not have")
     if settled_by == "citation" and not LINK.search(shown_in):
         problems.append("a row settled by a citation links the documentation in 'shown in'")
-    if verdict is not None and (verdict.group(1) == "Not tested here") != (settled_by == "GPU, not run here"):
-        problems.append("a row is 'Not tested here' exactly when it is settled by 'GPU, not run here'")
+    untested = verdict is not None and verdict.group(1) == "Not tested here"
+    if elsewhere is None and untested != (settled_by in UNSETTLED):
+        problems.append(f"a row is 'Not tested here' exactly when it is settled by one of {list(UNSETTLED)}")
     if problems:
         return problems, None
     return [], Claim(key.group(1), claim, verdict.group(1), verdict.group(2).strip(), settled_by, refs, shown_in)

@@ -60,6 +60,16 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, median, q3
 
 
+def _ratio(value: float) -> str:
+    """A ratio for the table: two decimals below 10, then fewer digits, never an exponent."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _factor(value: float) -> str:
+    """A factor for a verdict ("2.4x", "23x", "5,229x"): what a reader can say aloud."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
 def _format_seconds(seconds: float) -> str:
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
@@ -115,9 +125,9 @@ class Comparison:
         low, median, high = self.ratio(name)
         kind = self.clear(name)
         if kind == "slower":
-            return f"{name}: {median:.2g}x the time of {self.baseline} (slower)"
+            return f"{name}: {_factor(median)}x the time of {self.baseline} (slower)"
         if kind == "faster":
-            return f"{name}: {1 / median:.2g}x faster than {self.baseline}"
+            return f"{name}: {_factor(1 / median)}x faster than {self.baseline}"
         return (f"{name} vs {self.baseline}: no clear difference on this machine "
                 f"(ratio {low:.2f}-{high:.2f} over the middle rounds)")
 
@@ -128,7 +138,7 @@ class Comparison:
                  f"  {'':{width}}  {'time':>9}  {'x baseline (IQR)':>20}"]
         for name in self.times:
             low, median, high = self.ratio(name)
-            spread = "baseline" if name == self.baseline else f"{median:.2f} ({low:.2f}-{high:.2f})"
+            spread = "baseline" if name == self.baseline else f"{_ratio(median)} ({_ratio(low)}-{_ratio(high)})"
             lines.append(f"  {name:{width}}  {_format_seconds(self.median_time(name)):>9}  {spread:>20}")
         lines += [self.verdict(name) for name in self.times if name != self.baseline]
         return "\n".join(lines)
