@@ -248,6 +248,20 @@ def figures_have_alt_text(nb: nbformat.NotebookNode) -> list[str]:
     ]
 
 
+RAW_TIMING = re.compile(r"\.blocked_autorange\(|\.adaptive_autorange\(|\.timeit\(|\bptlabs\.measure\(")
+
+
+def timings_compared_by_the_helper(nb: nbformat.NotebookNode) -> list[str]:
+    """A cell that times two things to compare them uses ptlabs.compare (interleaved rounds, a verdict
+    from the spread), not two separate measurements whose medians were taken minutes apart."""
+    return [
+        f"code cell {index} takes {count} separate timings; compare them with ptlabs.compare"
+        for index, cell in _code_cells(nb)
+        for count in [len(RAW_TIMING.findall(cell.source))]
+        if count > 1
+    ]
+
+
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
     runs_all_without_tags,
@@ -264,4 +278,5 @@ RULES: tuple[Rule, ...] = (
     solutions_wait_collapsed,
     has_a_live_explorer,
     figures_have_alt_text,
+    timings_compared_by_the_helper,
 )

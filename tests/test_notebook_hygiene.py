@@ -173,6 +173,11 @@ BAD_NOTEBOOKS = {
     "figure without alt text": (
         hygiene.figures_have_alt_text, _notebook(_cell("plt.plot()", 1, [WIDE_FIGURE])), "without alt text"
     ),
+    "two raw timings": (
+        hygiene.timings_compared_by_the_helper,
+        _notebook(_cell("a = ptlabs.measure(f)\nb = ptlabs.measure(g)\nprint(a.median / b.median)", 1)),
+        "compare them with ptlabs.compare",
+    ),
     "unbalanced": (
         hygiene.exercises_balanced_verdicts_printed,
         _notebook(nbformat.v4.new_markdown_cell("```{exercise-start}\n:label: x\n```")),

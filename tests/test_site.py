@@ -489,6 +489,11 @@ def test_claims_page_lists_every_claim_and_its_links_land_on_their_sections(site
     rows = re.findall(r"<tr[ >].*?</tr>", page, re.S)
     claim_rows = [row for row in rows if re.search(r">§\d+</a>", row)]  # the overview table has no section links
     assert len(claim_rows) == expected, f"the claims page has {len(claim_rows)} claims, the chapters {expected}"
+    totals = [row for row in rows if "<strong>all</strong>" in row]
+    assert len(totals) == 2 and "How the verdicts are known" in page, "the overview counts verdicts and how they were settled"
+    for total in totals:  # each overview table's counts add up to every claim on the page
+        counts = [int(n) for n in re.findall(r"<td><p>(\d+)</p></td>", total)]
+        assert sum(counts) in (expected, 2 * expected), f"the overview's total row {counts} does not add up to {expected}"
     links = re.findall(r'<a class="reference internal" href="([^"]+)">§(\d+)</a>', page)
     assert len(links) >= expected, f"{len(links)} section links for {expected} claims"
     for href, number in set(links):

@@ -61,11 +61,28 @@ def _row(docname: str, claim: Claim, docnames: dict[str, str]) -> str:
     return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_by} | {settled_in} |"
 
 
-def _counts(claims: list[Claim]) -> str:
-    """The overview's cells: the claims, then the count of each verdict and of each way of settling."""
+def _verdict_counts(claims: list[Claim]) -> str:
+    """Cells of the verdict table: the claims, then the count of each verdict."""
     verdicts = Counter(claim.verdict for claim in claims)
+    return " | ".join(str(n) for n in (len(claims), *(verdicts[v] for v in VERDICTS)))
+
+
+def _settled_counts(claims: list[Claim]) -> str:
+    """Cells of the second table: the count of each way of settling."""
     kinds = Counter(_settled_kind(claim) for claim in claims)
-    return " | ".join(str(n) for n in (len(claims), *(verdicts[v] for v in VERDICTS), *(kinds[k] for k in SETTLED_COLUMNS)))
+    return " | ".join(str(kinds[k]) for k in SETTLED_COLUMNS)
+
+
+def _header(columns: list[str]) -> list[str]:
+    return ["| chapter | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+
+
+SETTLED_NOTE = (
+    "How the verdicts are known: a **cell** that ran on this CPU, a **citation** of the official "
+    "documentation, or **elsewhere** (another chapter's row with the same claim). Rows whose evidence is a "
+    "**GPU** cell that did not run here, or a case **not reproduced** here, settle nothing: their verdict "
+    "is *Not tested here*."
+)
 
 
 class TestedClaims(SphinxDirective):
@@ -74,13 +91,9 @@ class TestedClaims(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         root = Path(self.env.srcdir)
         lines: list[str] = []
-        columns = ["claims", *(SHORT.get(v.lower(), v.lower()) for v in VERDICTS), *(SHORT.get(k, k) for k in SETTLED_COLUMNS)]
-        overview = ["## Overview", "",
-                    "Each row is settled by a **cell** that ran on this CPU, a **citation** of the official "
-                    "documentation, or **elsewhere**: another chapter's row with the same claim. Rows whose "
-                    "evidence is a **GPU** cell that did not run here, or a case **not reproduced here**, "
-                    "settle nothing: their verdict is *Not tested here*.", "",
-                    "| chapter | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+        # Two narrow tables rather than one wide one: the page must fit a phone.
+        verdict_table = _header(["claims", *(SHORT.get(v.lower(), v.lower()) for v in VERDICTS)])
+        settled_table = _header([SHORT.get(k, k) for k in SETTLED_COLUMNS])
         everything: list[Claim] = []
         by_chapter: dict[str, list[Claim]] = {}
         published = [p for p in sorted((root / CHAPTERS).glob("*.ipynb")) if f"{CHAPTERS}/{p.stem}" in self.env.found_docs]
@@ -96,7 +109,9 @@ class TestedClaims(SphinxDirective):
                 continue
             everything += claims
             by_chapter[path.stem[:2]] = claims
-            overview.append(f"| {{doc}}`/{docname}` | {_counts(claims)} |")
+            link = f"{{doc}}`{path.stem[:2]} </{docname}>`"
+            verdict_table.append(f"| {link} | {_verdict_counts(claims)} |")
+            settled_table.append(f"| {link} | {_settled_counts(claims)} |")
             lines += [
                 f"## {chapter_title(nb)}", "",
                 f"{len(claims)} claims. Chapter: {{doc}}`/{docname}`.", "",
@@ -105,7 +120,11 @@ class TestedClaims(SphinxDirective):
             ]
         for problem in inconsistent_keys(by_chapter):
             logger.warning(f"claims tables disagree: {problem}", location=(self.env.docname, self.lineno))
-        overview += [f"| **all** | {_counts(everything)} |", ""]
+        overview = [
+            "## Overview", "", "Verdicts, chapter by chapter:", "",
+            *verdict_table, f"| **all** | {_verdict_counts(everything)} |", "",
+            SETTLED_NOTE, "", *settled_table, f"| **all** | {_settled_counts(everything)} |", "",
+        ]
         container = nodes.container(classes=["ptlabs-claims"])
         # Headings only: a paragraph given before them would be placed after the last section.
         nested_parse_with_titles(self.state, StringList(overview + lines), container)
