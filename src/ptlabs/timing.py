@@ -71,6 +71,8 @@ def _factor(value: float) -> str:
 
 
 def _format_seconds(seconds: float) -> str:
+    """Three significant digits in the largest unit that keeps the number at least 1 (999.6 us is 1 ms)."""
+    seconds = float(f"{seconds:.3g}")
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
