@@ -16,6 +16,7 @@ the rule is written; every chapter's timing verdict comes from here.
 from __future__ import annotations
 
 import statistics
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -131,7 +132,7 @@ class Comparison:
         if kind == "faster":
             return f"{name}: {_factor(1 / median)}x faster than {self.baseline}"
         return (f"{name} vs {self.baseline}: no clear difference on this machine "
-                f"(ratio {low:.2f}-{high:.2f} over the middle rounds)")
+                f"(middle rounds' ratio {_ratio(low)}-{_ratio(high)})")
 
     def table(self) -> str:
         """Median time per candidate, its ratio to the baseline with the spread, and the verdict."""
@@ -142,7 +143,8 @@ class Comparison:
             low, median, high = self.ratio(name)
             spread = "baseline" if name == self.baseline else f"{_ratio(median)} ({_ratio(low)}-{_ratio(high)})"
             lines.append(f"  {name:{width}}  {_format_seconds(self.median_time(name)):>9}  {spread:>20}")
-        lines += [self.verdict(name) for name in self.times if name != self.baseline]
+        lines += [textwrap.fill(self.verdict(name), width=80, subsequent_indent="  ")
+                  for name in self.times if name != self.baseline]
         return "\n".join(lines)
 
     def __str__(self) -> str:
