@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     venv = root / "venv"
     env = {
         **validation_env(),
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),  # cold, as on a fresh machine
         RUN_MARK: _mark,
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",

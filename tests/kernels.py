@@ -13,6 +13,8 @@ Usage: `python -m tests.kernels` prints the settings as `NAME=value` words for `
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 
@@ -30,10 +32,16 @@ def native_capability() -> str:
 
 
 def validation_env(native: str | None = None) -> dict[str, str]:
-    """The environment variables that make the validation's kernels differ from the refresh's."""
+    """The environment variables that make the validation's kernels differ from the refresh's.
+
+    Inductor's on-disk cache does not key its compiled C++ on ``ATEN_CPU_CAPABILITY``: a kernel the
+    refresh compiled for AVX-512 would be reused (or, under ``default``, fail to build), so the
+    validation compiles into a cache of its own, one per setting.
+    """
     native = native_capability() if native is None else native
     isa = AVX2 if native.upper().startswith("AVX512") else PORTABLE
-    return {**isa, **ONE_THREAD}
+    cache = Path(tempfile.gettempdir()) / f"torchinductor-validation-{isa['ATEN_CPU_CAPABILITY']}"
+    return {**isa, **ONE_THREAD, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
 
 
 def describe(env: dict[str, str], native: str | None = None) -> str:
