@@ -104,3 +104,19 @@ def test_check_function_missing_and_not_callable() -> None:
 def test_verdict_without_detail(capsys: pytest.CaptureFixture[str]) -> None:
     verdict("ex")
     assert capsys.readouterr().out == "✅ ex: correct\n"
+
+
+def test_check_close_refuses_a_tensor_subclass() -> None:
+    # A subclass can override __eq__ or __torch_function__ so that any comparison agrees:
+    # the visible check refuses it, as the hidden ptlabs.grading checks do.
+    class Agreeable(torch.Tensor):
+        pass
+
+    with pytest.raises(ExerciseError, match=r"ex: expected a torch.Tensor, got the subclass Agreeable; return a plain"):
+        check_close(torch.ones(2).as_subclass(Agreeable), torch.ones(2), name="ex")
+
+
+def test_check_close_accepts_parameters_and_buffers(capsys: pytest.CaptureFixture[str]) -> None:
+    check_close(torch.nn.Parameter(torch.ones(2)), torch.ones(2), name="param")
+    check_close(torch.nn.Buffer(torch.ones(2)), torch.ones(2), name="buffer")
+    assert capsys.readouterr().out.count("✅") == 2

@@ -117,8 +117,10 @@ def check_close(
 
     Tolerances default to ``torch.testing.assert_close``'s for the dtype. On failure the
     message names how many elements are off and the worst one: its index, both values and
-    the difference.
+    the difference. A tensor subclass is refused: it can override the very methods the
+    comparison calls (``__eq__``, ``__torch_function__``), so its values prove nothing.
     """
+    refuse_tensor_subclass(actual, name)
     tensor = check_tensor(
         actual, name=name, shape=tuple(expected.shape), dtype=expected.dtype, device=expected.device, announce=False
     )
@@ -127,6 +129,19 @@ def check_close(
     except AssertionError:
         raise ExerciseError(f"{name}: {_describe_mismatch(tensor, expected, rtol, atol)}") from None
     verdict(name, f"shape {tuple(tensor.shape)}, {tensor.dtype}, values match")
+
+
+#: The tensor types an answer may have: a subclass could override the methods a comparison calls.
+PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+
+
+def refuse_tensor_subclass(actual: object, name: str) -> None:
+    """Raise when ``actual`` is a tensor of a subclass (``nn.Parameter`` and ``nn.Buffer`` are fine)."""
+    if isinstance(actual, torch.Tensor) and type(actual) not in PLAIN_TENSOR_TYPES:
+        raise ExerciseError(
+            f"{name}: expected a torch.Tensor, got the subclass {type(actual).__name__}; "
+            "return a plain tensor (a subclass can change how it compares)"
+        )
 
 
 def check_equal(actual: object, expected: object, *, name: str) -> None:
