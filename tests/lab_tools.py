@@ -398,8 +398,26 @@ def default_jobs() -> int:
     return max(1, int(wanted)) if wanted.isdigit() else min(2 * (os.cpu_count() or 1), 4)
 
 
+def hostile_cases_for(lab: str, *, policy: bool, labs: list[str] | None = None) -> list[Any]:
+    """The hostile cases graded in ``lab``: with the policy off (runtime defences only), all of them, in
+    the first lab only; with it on, all of them in the first lab, and in every other lab its round-robin
+    share, so that each case is graded in two labs and each lab meets a few.
+
+    Why not every case in every lab: a case attacks the grader, which is the same for every lab, and
+    grading each of them seven times was a third of the suite's time.
+    """
+    from tests import hostile  # the catalogue imports this module
+
+    labs = labs or lab_names()
+    chosen = [case for case in hostile.cases() if case.policy == policy]
+    index = labs.index(lab)
+    if index == 0:
+        return chosen
+    return [] if not policy else [case for k, case in enumerate(chosen) if k % (len(labs) - 1) == index - 1]
+
+
 def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, policy: bool) -> Submissions:
-    """The hostile cases of tests/hostile.py graded with the code policy on (``policy``) or off."""
+    """The hostile cases of ``hostile_cases_for`` graded with the code policy on (``policy``) or off."""
     from tests import hostile  # the catalogue imports this module
 
     (source_path,) = source_notebooks(lab, course)
@@ -409,8 +427,7 @@ def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, 
     wrong = {**answers, **hostile.wrong_answers(lab_fixtures)}
     return {
         case.student: {release_path.name: case.build(release, answers, wrong)}
-        for case in hostile.cases()
-        if case.policy == policy
+        for case in hostile_cases_for(lab, policy=policy)
     }
 
 

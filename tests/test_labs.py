@@ -25,16 +25,16 @@ from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fi
 
 LAB_NAMES = lab_tools.lab_names()
 FIXTURES = [pytest.param(f, id=f"{f.lab}-{f.path.stem}") for lab in LAB_NAMES for f in lab_tools.fixtures(lab)]
-#: Cheats and broken runs: graded in every lab with the code policy on, in the first lab with it off.
+#: Cheats and broken runs: each graded in the first lab and in one other (lab_tools.hostile_cases_for).
 HOSTILE = [
     pytest.param(lab, case, id=f"{lab}-{case.student}")
-    for index, lab in enumerate(LAB_NAMES)
-    for case in hostile.cases()
-    if case.policy or index == 0
+    for lab in LAB_NAMES
+    for policy in (True, False)
+    for case in lab_tools.hostile_cases_for(lab, policy=policy, labs=LAB_NAMES)
 ]
 #: A graded notebook larger than this kept output it should have cut.
 MAX_GRADED_NOTEBOOK_BYTES = 1_000_000
-MIN_FIXTURES_PER_PART = 4
+MIN_FIXTURES_PER_PART = 8
 END_HIDDEN = "### END HIDDEN TESTS"
 CANARIES = "ptlabs.grading.canaries()"
 
