@@ -11,7 +11,7 @@ pandas is preinstalled in Colab but is not in the book's stack and no chapter us
 therefore Colab's minus pandas, which can only make the test stricter. Building ``ptlabs`` needs
 ``setuptools>=68``, which pip installs into an isolated build environment from its configured index.
 
-Used by tests/conftest.py (the ``--colab-like`` option); ``python -m tests.colab_env ROOT`` builds one.
+Used by tests/colab_plugin.py (the ``--colab-like`` option), which builds one in the background.
 """
 
 from __future__ import annotations
