@@ -68,18 +68,21 @@ class ExecutionStatus(SphinxDirective):
             f"Last run: {record['date']}, torch {record['torch']}, Python {record['python']}, "
             f"on {record['device']}.",
             "",
-            "| notebook | result | cells passed / failed / skipped | kernel time | budget |",
-            "|---|---|---|---|---|",
+            "| notebook | result | cells passed / failed / skipped | kernel CPU time | budget | wall time |",
+            "|---|---|---|---|---|---|",
         ]
         for path in manifest:
             entry = record["notebooks"].get(path)
             if entry is None:
-                lines.append(f"| `{path}` | not run in the last test run | | | |")
+                lines.append(f"| `{path}` | not run in the last test run | | | | |")
                 continue
             cells = entry["cells"]
             counts = f"{cells.get('passed', 0)} / {cells.get('failed', 0)} / {cells.get('skipped', 0)}"
+            cpu = entry.get("cpu_seconds")  # a record from before CPU budgets has none
+            cpu_time = "not recorded" if cpu is None else f"{cpu:.1f} s"
             lines.append(
-                f"| `{path}` | {entry['result']} | {counts} | {entry['seconds']:.1f} s | {entry['budget_s']:.0f} s |"
+                f"| `{path}` | {entry['result']} | {counts} | {cpu_time} "
+                f"| {entry['budget_s']:.0f} s | {entry['seconds']:.1f} s |"
             )
         return lines
 
