@@ -3,7 +3,8 @@
 # is a complete course of its own: source/, release/, submitted/, autograded/, feedback/, gradebook.db.
 #
 # Grading runs students' code. The settings below make the plain `nbgrader autograde` command
-# safe to run on a class: see the "What grading protects" section of book/instructors.md.
+# safe to run on a class: each kernel runs jailed (its own namespaces, an unprivileged user, no
+# course, no network, rlimits). See "What grading protects" in book/instructors.md.
 import os
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -18,8 +19,14 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from ptlabs.autograde.execute import GuardedExecute
-from ptlabs.autograde.sanitize import PlaceMissingCells, RecoverCellMetadata
+try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
+    from ptgrader.execute import GuardedExecute
+    from ptgrader.repair import PlaceMissingCells, RecoverCellMetadata
+except ImportError as missing:
+    raise SystemExit(
+        f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
+        " environment: run `make setup` in a clone, then `source .venv/bin/activate`."
+    ) from None
 
 c = get_config()  # noqa: F821  (traitlets injects get_config when it loads this file)
 
@@ -37,7 +44,8 @@ c.Autograde.sanitize_preprocessors = [
     CheckCellMetadata,
 ]
 # nbgrader's own steps, with Execute replaced by GuardedExecute: a code policy read before the run,
-# completion tokens in the test cells, a private kernel folder, a reaper, the course restored.
+# completion tokens in the test cells, a jailed kernel, only text and images kept from outputs, the
+# course checked after the run.
 c.Autograde.autograde_preprocessors = [
     GuardedExecute,
     IgnorePattern,
@@ -55,3 +63,5 @@ c.GuardedExecute.max_output_bytes = 20_000
 c.LimitOutput.max_lines = 200
 # A test cell that a student deleted or whose metadata was stripped is put back from the gradebook.
 c.OverwriteCells.add_missing_cells = True
+# The feedback page escapes the HTML of Markdown cells and outputs (a student's <script> stays text).
+c.HTMLExporter.sanitize_html = True

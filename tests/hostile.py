@@ -7,13 +7,28 @@ part must score:
 
 - a **cheat** starts from wrong answers (the first wrong-answer fixture of every part, each of
   which loses its part when graded honestly) and adds the cheating code as a cell of its own
-  (tests/fixtures/hostile/<name>.py). It must score zero everywhere: with the course's code
+  (tests/fixtures/hostile/<name>.py, or .ipy when it uses magics). It must score zero everywhere: with the course's code
   policy on (the documented configuration) the grades are withheld before anything runs; with the
-  policy off, the runtime defences alone (captured checkers, canaries, completion tokens, the
-  course record and the reaper) must still give it nothing;
+  policy off, the jail and the runtime defences alone (held checks, canaries, completion tokens,
+  the course record) must still give it nothing, and the honest student graded after the cheats
+  (``lab_tools.HONEST_AFTER_HOSTILE``) keeps full marks;
 - a **runtime** case starts from the solution and breaks the run (a dead kernel, a loop that
-  ignores SIGINT, 5 MB of output, a deleted test cell, stripped metadata): the parts it did not
-  break keep their points, and ``nbgrader autograde`` still exits 0 for the whole class.
+  ignores SIGINT, 5 MB of output with a ``<script>`` in it, a deleted test cell, stripped
+  metadata): the parts it did not break keep their points, and ``nbgrader autograde`` still
+  exits 0 for the whole class.
+
+Each case is graded in the first lab and in one other (``lab_tools.hostile_cases_for``). The attacks
+of issue 21, one case per class (the cheats' first lines say what they try):
+
+1. forbidden things reached without forbidden syntax: ``reach_by_name`` (getattr/attrgetter/
+   reduce by name, a magic's options, an alias of a torch module, ``except ... as`` a builtin);
+2. what the test cell reads changed after the student's code ran: ``rebind_test_globals`` (a
+   replaced ``ptlabs.grading`` that would receive the token, ``global expected``);
+3. persisting past the kernel: ``outlive_the_kernel`` (bytecode in ptlabs, a fork-and-exit chain
+   that writes the gradebook, the next submission and HOME later);
+4. attacking the grader: ``attack_the_grader`` (SIGKILL, ``/proc/<pid>/mem``, a stalled socket);
+5. no resource limits: ``exhaust_the_machine`` (8 GiB, hundreds of processes, a 1 GiB file);
+6. output rendered as HTML: the runtime case ``huge_and_active_output``.
 """
 
 from __future__ import annotations
@@ -25,13 +40,16 @@ from pathlib import Path
 
 import nbformat
 
-from ptlabs.autograde.execute import setup_index
+from ptgrader.execute import setup_index
 from tests import lab_tools
 
 HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 
 #: A submission built from (release, solution answers, wrong answers) -> notebook.
 Builder = Callable[[nbformat.NotebookNode, dict[str, str], dict[str, str]], nbformat.NotebookNode]
+
+#: What the grader's report must say of a cheat graded with the policy off (runtime defences only).
+RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes", "exhaust_the_machine": "killed_processes"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +60,7 @@ class HostileCase:
     build: Builder
     #: test cell grade_ids in notebook order -> score each must get ("full" or 0)
     expect: Callable[[list[str]], dict[str, str | int]]
-    #: why the grader's report must say the submission needs review ("" when it must not)
+    #: what the grader's report must say (a truthy field of ptgrader-report.json), "" when nothing
     flag: str
     policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
 
@@ -51,13 +69,18 @@ class HostileCase:
         return f"hostile-{self.name.replace('_', '-')}-{'policy' if self.policy else 'runtime'}"
 
 
+#: A cheat is a cell of Python (``.py``) or of IPython's own syntax, magics included (``.ipy``).
+CHEAT_SUFFIXES = (".py", ".ipy")
+
+
 def cheat_source(name: str) -> str:
-    """The cheating cell tests/fixtures/hostile/<name>.py (its first line names the cheat)."""
-    return (HOSTILE / f"{name}.py").read_text(encoding="utf-8").rstrip("\n")
+    """The cheating cell tests/fixtures/hostile/<name>.py or .ipy (its first line names the cheat)."""
+    (path,) = [HOSTILE / f"{name}{suffix}" for suffix in CHEAT_SUFFIXES if (HOSTILE / f"{name}{suffix}").is_file()]
+    return path.read_text(encoding="utf-8").rstrip("\n")
 
 
 def cheat_names() -> list[str]:
-    return sorted(path.stem for path in HOSTILE.glob("*.py"))
+    return sorted(path.stem for path in HOSTILE.iterdir() if path.suffix in CHEAT_SUFFIXES)
 
 
 def _test_index(nb: nbformat.NotebookNode, position: int) -> int:
@@ -143,7 +166,20 @@ SIGINT_PROOF_LOOP = (
     "# A loop that ignores the interrupt a timeout sends.\n"
     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
 )
-HUGE_LINE = "# 5 MB of output on one line (250 times what a cell keeps).\nprint('x' * 5_000_000)"
+#: 5 MB on one line (250 times what a cell keeps), and results that would render as active HTML.
+HUGE_AND_ACTIVE_LINES = (
+    "# 5 MB of output on one line (250 times what a cell keeps), and a result shown as HTML and SVG that\n"
+    "# holds a <script>: the graded notebook and the feedback keep text only.\n"
+    "print('x' * 5_000_000)\n\n\n"
+    "class Shown:\n"
+    "    def _repr_html_(self):\n"
+    "        return \"<script>alert('from a submission')</script><b>look</b>\"\n\n"
+    "    def _repr_svg_(self):\n"
+    "        return \"<svg onload=\\\"alert('svg')\\\"></svg>\"\n\n"
+    "    def __repr__(self):\n"
+    "        return 'Shown()'\n\n\n"
+    "Shown()"
+)
 
 
 def _all(score: str | int) -> Callable[[list[str]], dict[str, str | int]]:
@@ -159,12 +195,14 @@ def cases() -> list[HostileCase]:
     found = []
     for name in cheat_names():
         found.append(HostileCase(name, _cheat(name), _all(0), "withheld", policy=True))
-        found.append(HostileCase(name, _cheat(name), _all(0), "", policy=False))
+        found.append(HostileCase(name, _cheat(name), _all(0), RUNTIME_FLAGS.get(name, ""), policy=False))
     found += [
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
-        HostileCase("huge_output", _after_second_test(HUGE_LINE), _all("full"), "", policy=True),
+        HostileCase(
+            "huge_and_active_output", _after_second_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True
+        ),
         HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),

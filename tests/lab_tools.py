@@ -53,7 +53,8 @@ RUNTIME_ONLY_CONFIG = """
 c.GuardedExecute.enforce_code_policy = False
 c.GuardedExecute.timeout = 10
 """
-REPORT_NAME = "ptlabs-grading.json"
+#: The grader's report beside each graded notebook (ptgrader.execute.REPORT_NAME; a test holds them equal).
+REPORT_NAME = "ptgrader-report.json"
 
 # A fixture file is tests/fixtures/<lab>/<solution grade_id>__<short wrong idea>.py
 _FIXTURE_NAME = re.compile(r"^(?P<grade_id>[A-Za-z0-9_]+?)__(?P<idea>[A-Za-z0-9_]+)$")
@@ -359,7 +360,7 @@ def read_scores(course: Path, lab: str) -> Scores:
 
 
 def read_reports(course: Path, lab: str) -> dict[str, dict[str, Any]]:
-    """student id -> what the guarded grading run reported (autograded/<student>/<lab>/ptlabs-grading.json)."""
+    """student id -> what the guarded grading run reported (autograded/<student>/<lab>/ptgrader-report.json)."""
     reports = {}
     for path in sorted((course / "autograded").glob(f"*/{lab}/{REPORT_NAME}")):
         reports[path.parent.parent.name] = json.loads(path.read_text(encoding="utf-8"))

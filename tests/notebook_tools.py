@@ -15,7 +15,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from ptlabs.autograde.sandbox import kill_until_gone
+from ptgrader.processes import kill_until_gone
 
 from tests.bootstrap import BOOTSTRAP_TAG, ROOT, bootstrap_source
 

@@ -1,22 +1,39 @@
-"""The grader's guards outside the kernel: the code policy, the course record, the reaper.
+"""The grading service's guards, each on its own: the jail, the warm server, the hold, the course record,
+safe outputs, the code policy, the report.
 
-The end-to-end proof (real nbgrader runs over hostile submissions) is in test_labs.py; these tests
-pin down each guard's own behaviour, including the honest code each must let through.
+The end-to-end proof (real nbgrader runs over hostile submissions, an honest student graded after
+them) is in test_labs.py; these tests pin down each guard's own behaviour, including the honest
+code and the honest kernel each must let through. The jail tests run real jailed processes: they
+need Linux, as root or with user namespaces (``python src/ptgrader/jail.py --check`` says).
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 import os
+import select
+import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from ptlabs.autograde.policy import scan_cell, setup_module_names
-from ptlabs.autograde.sandbox import CourseRecord, KernelPlace, become_subreaper, current_children, reap
+from ptgrader import cgroups, channel, contract, jail
+from ptgrader.course import CourseRecord
+from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation, default_limits
+from ptgrader.outputs import make_notebook_safe, make_safe
+from ptgrader.policy import LabNames, scan_cell, setup_module_names
+from ptgrader.processes import ProcessesSurvived, kill_until_gone
+from tests import hostile, lab_tools
+
+LINUX = sys.platform.startswith("linux")
+linux_only = pytest.mark.skipif(not LINUX, reason="kernels are jailed with Linux namespaces")
 
 SETUP = setup_module_names(
     [
@@ -24,6 +41,14 @@ SETUP = setup_module_names(
         "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\nimport ptlabs\n"
         "import ptlabs.grading",
     ]
+)
+#: A lab whose set-up binds `device` and whose test cell binds `expected` and reads `device`.
+LAB = LabNames.of(
+    {
+        "setup": "import torch\nimport ptlabs.grading\ndevice = torch.device('cpu')",
+        "test_f": "expected = torch.ones(2, device=device)\nptlabs.grading.check_close(f(), expected, name='f')",
+    },
+    {"test_f"},
 )
 
 HONEST = [
@@ -35,9 +60,17 @@ HONEST = [
     "class Net(nn.Module):\n    def forward(self, input):\n        return input.relu()",
     "ptlabs.check_close(torch.ones(2), torch.ones(2), name='my own check')",
     "result = getattr(model, 'weight')",
-    "import torch.nn.functional as F\nfrom torch import nn\nimport torch as torch",
+    "import torch.nn.functional as F\nfrom torch import nn\nimport torch as torch\nimport torch.nn",
     "print('debug', x.shape)\n%time y = x + 1",
     "%%timeit\nF.relu(flatten(x))",
+    "%timeit -n3 -r2 flatten(x)",
+    "%%timeit -n1 y = x.clone()\ny.add_(1)",
+    "for m in model.modules():\n    m.train(False)",
+    "try:\n    f(x)\nexcept ValueError as error:\n    print(error)",
+    "match x.shape:\n    case (b, t):\n        print(b, t)\n    case _:\n        pass",
+    "def f(x):\n    return x.relu()\n\n\nrelu = F.relu\nout = relu(x)",
+    "timer = torch.utils.benchmark.Timer(stmt='f(x)', globals={'f': f, 'x': x})",
+    "device_type = x.device.type\nexpected_shape = (2, 3)",
 ]
 
 CHEATS = {
@@ -54,7 +87,7 @@ CHEATS = {
     "F = None": "rebinds 'F'",
     "import math as F": "rebinds 'F'",
     "from operator import is_not as isinstance": "rebinds 'isinstance'",
-    "getattr(torch, '_C')": "getattr with a computed or private attribute name",
+    "getattr(torch, '_C')": "getattr reaching the private attribute _C",
     "torch._C._set_grad_enabled(True)": "private attribute",
     "x.__class__.__bases__": "uses the attribute __class__",
     "globals()['ptlabs'] = None": "uses globals",
@@ -68,20 +101,98 @@ CHEATS = {
     "%time import os": "in %time: imports os",
     "%%timeit\nsys.exit()": "in %timeit: uses sys",
     "%env X=1": "uses get_ipython",
-    "def f():\n    global torch\n    torch = None": "rebinds 'torch'",
+    "def f():\n    global torch\n    torch = None": "declares 'torch' global",
+    # issue 21, class 1: forbidden things reached without forbidden syntax
+    "getattr(torch, 'os').system('x')": "getattr reaching the attribute os",
+    "getattr(torch.serialization, 'os')": "getattr reaching the attribute os",
+    "operator.attrgetter('serialization.os')(torch)": "attrgetter reaching the attribute os",
+    "operator.methodcaller('__subclasses__')(object)": "methodcaller reaching the dunder attribute __subclasses__",
+    "functools.reduce(getattr, ['serialization', 'os'], torch)": "uses getattr as a value",
+    "get = getattr\nget(torch, name)": "uses getattr as a value",
+    "getattr(torch, name)": "getattr with a computed attribute name",
+    "%timeit -n1 -r1 torch.os.system('x')": "in %timeit: uses .os",
+    "%timeit -n1 -r1 torch.allclose = lambda *a: True": "in %timeit: changes torch...allclose",
+    "%timeit -n1 -r1 (": "in %timeit: the code after its options does not parse",
+    "%%timeit -n1 import os\npass": "in %timeit: imports os",
+    "%time --no-raise-error sys.exit()": "in %time: uses sys",
+    "match 1:\n    case torch:\n        pass": "rebinds 'torch'",
+    "match [1]:\n    case [*F]:\n        pass": "rebinds 'F'",
+    "match {}:\n    case {**ptlabs}:\n        pass": "rebinds 'ptlabs'",
+    "try:\n    pass\nexcept ValueError as isinstance:\n    pass": "rebinds 'isinstance'",
+    "from torch import testing as t\nt.assert_close = print": "changes t...assert_close",
+    "t = torch.testing\nt.assert_close = print": "changes t...assert_close",
+    "T = torch.Tensor\nT.add = lambda *a: 0": "changes T...add",
+    "T = type(x)\nT.add = lambda *a: 0": "changes T...add",
+    "from torch import Tensor\nTensor.add = lambda *a: 0": "changes Tensor...add",
+    "type('T', (torch.Tensor,), {})": "makes a class with type(name, bases, namespace)",
+    "torch.utils.benchmark.Timer(stmt='import os').timeit(1)": "in Timer(stmt=...): imports os",
+    "torch.utils.benchmark.Timer(code).timeit(1)": "Timer(stmt=...) with code that is not a constant string",
+    "_ptgrader = None": "a name of the grader",
+    "[type(x)][0].add = lambda *a: 0": "changes the attribute add of an expression",
+    "class P(nn.Parameter):\n    pass": "a subclass of torch.Tensor",
+    "class P(type(x)):\n    pass": "on a base class that is computed",
+    "class P(metaclass=Meta):\n    pass": "with a metaclass",
 }
+#: Class 2: what the test cells read (needs the lab's names).
+LAB_CHEATS = {
+    "def f():\n    global expected\n    expected = 1": "declares 'expected' global",
+    "def f():\n    global device\n    device = 'meta'": "declares 'device' global",
+    "device = torch.device('meta')": "rebinds 'device', which the lab's set-up defines and its tests read",
+    "for device in ['meta']:\n    pass": "rebinds 'device'",
+    "(device := 'meta')": "rebinds 'device'",
+}
+
+
+# ------------------------------------------------------------------------------------------ the policy
 
 
 @pytest.mark.parametrize("source", HONEST)
 def test_policy_lets_honest_code_through(source: str) -> None:
-    assert scan_cell(source, 3, SETUP) == []
+    assert scan_cell(source, 3, SETUP, lab=LAB) == []
 
 
-@pytest.mark.parametrize(("source", "evidence"), CHEATS.items())
+@pytest.mark.parametrize(("source", "evidence"), [*CHEATS.items(), *LAB_CHEATS.items()])
 def test_policy_names_what_a_cheat_uses(source: str, evidence: str) -> None:
-    findings = [str(finding) for finding in scan_cell(source, 3, SETUP)]
+    findings = [str(finding) for finding in scan_cell(source, 3, SETUP, lab=LAB)]
     assert any(evidence in finding for finding in findings), findings
     assert all(finding.startswith("cell 4, line ") for finding in findings)  # cell index 3, counted from 1
+
+
+def _lab_policy(lab: str) -> tuple[dict[str, str], LabNames, nbformat.NotebookNode]:
+    (path,) = lab_tools.source_notebooks(lab)
+    nb = nbformat.read(path, as_version=4)
+    locked = {meta["grade_id"]: cell.source for cell in nb.cells
+              if cell.cell_type == "code" and (meta := lab_tools.nbgrader_meta(cell)).get("locked")}
+    return setup_module_names(list(locked.values())), LabNames.of(locked, set(lab_tools.graded_cells(nb))), nb
+
+
+@pytest.mark.parametrize("lab", lab_tools.lab_names())
+def test_policy_lets_every_solution_and_wrong_answer_through(lab: str) -> None:
+    """A wrong answer must lose its points, not be withheld: the policy may refuse no honest code of a lab."""
+    setup, names, nb = _lab_policy(lab)
+    sources = {f"solution {k}": v for k, v in lab_tools.solution_sources(nb).items()}
+    sources |= {f"fixture {f.path.name}": f.source() for f in lab_tools.fixtures(lab)}
+    refused = {name: [str(f) for f in scan_cell(s, 3, setup, lab=names)] for name, s in sources.items()}
+    assert not {name: found for name, found in refused.items() if found}
+
+
+@pytest.mark.parametrize("cheat", hostile.cheat_names())
+def test_policy_refuses_every_hostile_cheat(cheat: str) -> None:
+    setup, names, _ = _lab_policy(lab_tools.lab_names()[0])
+    assert scan_cell(hostile.cheat_source(cheat), 3, setup, lab=names), f"{cheat} gets past the code policy"
+
+
+def test_lab_names_follow_python_scopes() -> None:
+    """Only notebook globals count: a comprehension's or a function's own names are not the set-up's."""
+    names = LabNames.of(
+        {"setup": "device = 1\n[h for h in range(3)]\ndef given(x):\n    y = x\n    return y",
+         "test_a": "expected = given(device)\ndef helper(z):\n    return z + h2"},
+        {"test_a"},
+    )
+    assert names.setup == {"device", "given"}
+    assert names.tests_read == {"given", "device", "h2"}
+    assert names.guarded >= {"device", "given"} and "h" not in names.guarded
+    assert {"expected", "helper"} <= names.locked
 
 
 def test_a_submodule_imported_by_a_locked_cell_binds_only_its_package() -> None:
@@ -98,150 +209,621 @@ def test_policy_leaves_code_that_does_not_parse_to_the_kernel() -> None:
     assert scan_cell("def broken(:\n", 0, SETUP) == []
 
 
-def test_course_record_puts_back_changed_created_and_deleted_files(tmp_path: Path) -> None:
+# -------------------------------------------------------------------------------------- the jail
+
+
+def _jail_spec(tmp_path: Path, course: Path, **changes: object) -> tuple[jail.JailSpec, Path]:
+    folder = tmp_path / "kernel"
+    folder.mkdir(mode=0o700)
+    spec = Isolation(str(course)).spec(folder, dict(os.environ))
+    spec.connection_file = ""
+    for key, value in changes.items():
+        setattr(spec, key, value)
+    path = folder / "spec.json"
+    path.write_text(spec.to_json())
+    return spec, path
+
+
+def _jailed(spec_path: Path, code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` as a cold kernel's keeper runs ipykernel; the kernel's output comes on stderr."""
+    command = [sys.executable, "-I", "-S", jail.__file__, str(spec_path), "--", sys.executable, "-c", code]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    finally:
+        assert cgroups.remove(jail.JailSpec.from_json(spec_path.read_text()).cgroups)
+
+
+SEE_AND_TOUCH = r"""
+import json, os, resource, socket, sys
+def writable(path):  # opens for writing, writes nothing, removes what it created
+    existed = os.path.exists(path)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+    except OSError as e:
+        return e.strerror
+    if not existed:
+        os.unlink(path)
+    return "yes"
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+probe = socket.socket()
+try:
+    probe.connect(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else PORT))
+    network = "reached the grader's port"
+except OSError as e:
+    network = e.strerror
+try:
+    os.kill(GRADER, 0)
+    signal_grader = "delivered"
+except OSError as e:
+    signal_grader = e.strerror
+print(json.dumps({
+    "uid": os.getuid(), "groups": os.getgroups(), "pid": os.getpid(),
+    "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "cwd": os.getcwd(), "home": os.environ["HOME"],
+    "sees": {p: os.path.exists(p) for p in PATHS},
+    "write": {p: writable(p) for p in WRITES},
+    "caps": status["CapEff"].strip(), "no_new_privs": status["NoNewPrivs"].strip(),
+    "limits": {n: resource.getrlimit(getattr(resource, "RLIMIT_" + n))[0] for n in ("AS", "NPROC", "FSIZE", "CORE")},
+    "network": network, "signal_grader": signal_grader, "bytecode": sys.dont_write_bytecode,
+}))
+"""
+
+
+@linux_only
+@pytest.mark.parametrize("user", ["dedicated uid", "user namespace"])
+def test_a_jailed_kernel_sees_only_itself_and_writes_only_its_own_folders(tmp_path: Path, user: str) -> None:
+    """As root the kernel gets a uid of its own; a grader that is not root jails it in a user namespace
+    (tried here as root too: the same code path, mapping uid 1000 inside to this process's uid outside)."""
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "gradebook.db").write_text("grades")
+    (tmp_path / "secret").write_text("the grader's file")
+    ptlabs_folder = Path(__import__("ptlabs").__file__).parent
+    listener = socket.create_server(("127.0.0.1", 0))  # a port on the grader's loopback
+    userns = {"userns": True, "uid": 1000, "gid": 1000} if user == "user namespace" else {}
+    spec, path = _jail_spec(tmp_path, course, **userns)
+    code = (
+        SEE_AND_TOUCH.replace("PORT", str(listener.getsockname()[1])).replace("GRADER", str(os.getpid()))
+        .replace("PATHS", repr([str(course / "gradebook.db"), str(tmp_path / "secret"), str(ptlabs_folder),
+                                str(Path.home() / ".bashrc"), "/etc/hostname"]))
+        .replace("WRITES", repr([str(ptlabs_folder / "jail-probe.py"), str(ptlabs_folder / "checks.py"), "/etc/x", "/x",
+                                 jail.HOME + "/x", jail.WORK + "/x", "/tmp/x", "/dev/shm/x"]))
+    )
+    result = _jailed(path, code)
+    listener.close()
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stderr.strip().splitlines()[-1])
+    assert seen["uid"] not in (0, os.getuid()) and set(seen["groups"]) <= {65534}, seen  # 65534: not mapped
+    assert seen["pid"] == 1 and seen["processes"] == [1], seen  # its own PID namespace: nothing else in sight
+    assert (seen["cwd"], seen["home"]) == (jail.WORK, jail.HOME)
+    assert seen["sees"] == {str(course / "gradebook.db"): False, str(tmp_path / "secret"): False,
+                            str(ptlabs_folder): True, str(Path.home() / ".bashrc"): False, "/etc/hostname": True}
+    writes = seen["write"]
+    assert all(writes[p] == "yes" for p in (jail.HOME + "/x", jail.WORK + "/x", "/tmp/x", "/dev/shm/x")), writes
+    assert all(writes[p] in ("Read-only file system", "Permission denied") for p in list(writes)[:4]), writes
+    assert seen["caps"] == "0000000000000000" and seen["no_new_privs"] == "1"
+    assert seen["network"] in ("Connection refused", "Network is unreachable"), seen["network"]
+    assert seen["signal_grader"] == "No such process"  # the grader is not in the kernel's PID namespace
+    assert seen["bytecode"] is True
+    limits = default_limits()
+    assert seen["limits"] == {"AS": limits["address_space"], "NPROC": limits["processes"],
+                              "FSIZE": limits["file_size"], "CORE": 0}
+    if userns:
+        assert seen["uid"] == 1000
+
+
+EXHAUST = r"""
+import os, time
+try:
+    bytearray(8 << 30)
+    memory = "allocated"
+except MemoryError:
+    memory = "refused"
+children = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError as e:
+    forks = e.strerror
+try:
+    with open("/tmp/big", "wb") as f:
+        f.write(b"0" * (4 << 20))
+    file = "written"
+except OSError as e:
+    file = e.strerror
+print(memory, children, file, flush=True)
+"""
+
+
+@linux_only
+def test_a_jailed_kernel_cannot_take_the_machine(tmp_path: Path) -> None:
+    """Class 5 of issue 21: 8 GiB, hundreds of processes, big files are refused by the rlimits."""
+    limits = {**default_limits(), "processes": 20, "file_size": 1 << 20}
+    _, path = _jail_spec(tmp_path, tmp_path, limits=limits)
+    result = _jailed(path, EXHAUST)
+    memory, children, file = result.stderr.strip().splitlines()[-1].split(" ", 2)
+    assert memory == "refused"
+    assert 0 < int(children) < 20
+    assert file == "File too large"
+
+
+@linux_only
+@pytest.mark.skipif(cgroups.Hierarchy.find() is None, reason="no control group can be made here (needs root)")
+def test_the_memory_of_all_of_a_kernels_processes_is_limited_together(tmp_path: Path) -> None:
+    """The rlimits hold per process; the kernel's control group holds for its whole tree: two children that
+    each stay under the address-space limit cannot take more memory together than the group allows."""
+    isolation = Isolation(str(tmp_path), memory_bytes=256 << 20)
+    folder = tmp_path / "kernel"
+    folder.mkdir(mode=0o700)
+    spec = isolation.spec(folder, dict(os.environ))
+    spec.connection_file = ""
+    (folder / "spec.json").write_text(spec.to_json())
+    code = (
+        "import os, time\n"
+        "children = []\n"
+        "for _ in range(2):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        hoard = b'x' * (200 << 20)  # 200 MiB each, written: resident\n"
+        "        time.sleep(5)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "print('children killed:', sum(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == -9 for p in children),"
+        " flush=True)\n"
+    )
+    result = _jailed(folder / "spec.json", code)
+    assert "children killed: 1" in result.stderr or "children killed: 2" in result.stderr, result.stderr
+
+
+SPAWN_AND_WAIT = r"""
+import os, subprocess, sys, time
+marker = "REVERSED"[::-1]  # spelled backwards here: only the grandchild's command line holds the marker
+if os.fork() == 0:  # a detached grandchild in a session of its own: it escapes a process-group kill
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", marker])
+    os._exit(0)
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+
+def _marked(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for(condition, seconds: float = 10.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@linux_only
+@pytest.mark.parametrize("kill", ["keeper", "kernel"])
+def test_killing_a_jailed_kernel_or_its_keeper_ends_everything_it_started(tmp_path: Path, kill: str) -> None:
+    marker = f"ptgrader-test-sleeper-{os.getpid()}-{kill}"
+    spec, path = _jail_spec(tmp_path, tmp_path)
+    command = [sys.executable, "-I", "-S", jail.__file__, str(path), "--", sys.executable, "-c",
+               SPAWN_AND_WAIT.replace("REVERSED", marker[::-1])]
+    keeper = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert keeper.stderr is not None and keeper.stderr.readline().strip() == "ready"
+        assert _wait_for(lambda: len(_marked(marker)) == 1), "the detached grandchild did not start"
+        kernel, keeper_pid = (int(word) for word in Path(spec.pid_file).read_text().split())
+        assert keeper_pid == keeper.pid
+        pidfd = os.pidfd_open(kernel)
+        if kill == "keeper":
+            keeper.kill()
+        else:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        assert select.select([pidfd], [], [], 10)[0], "the kernel outlived the kill"
+        os.close(pidfd)
+        assert _wait_for(lambda: not _marked(marker)), f"a process the kernel started survived: {_marked(marker)}"
+    finally:
+        keeper.kill()
+        keeper.wait()
+        assert cgroups.remove(spec.cgroups)
+
+
+@linux_only
+def test_a_jail_that_cannot_be_built_fails_instead_of_running_unjailed(tmp_path: Path) -> None:
+    _, path = _jail_spec(tmp_path, tmp_path, root=str(tmp_path / "no-such-folder"))
+    result = _jailed(path, "print('ran')")
+    assert result.returncode == 127 and "ran" not in result.stderr
+    assert "the kernel could not be jailed" in result.stderr and "no-such-folder" in result.stderr
+
+
+def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    course = tmp_path / "repo" / "labs"
+    course.mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "repo"))  # the repository root on the path: it holds the solutions
+    monkeypatch.syspath_prepend(str(course / "source"))
+    readonly = Isolation(str(course))._readonly_paths() if LINUX else []
+    assert not [p for p in readonly if p.startswith(str(tmp_path))], readonly
+
+
+# --------------------------------------------------------------------------- kernels, warm and cold
+
+
+def _run_kernel(tmp_path: Path, warm: object, source: str) -> tuple[nbformat.NotebookNode, IsolatedKernelManager]:
+    from nbclient import NotebookClient
+
+    folder = GraderTemp.current().kernel_folder()
+    spec = Isolation(str(tmp_path)).spec(folder, dict(os.environ))
+    km = IsolatedKernelManager(kernel_name="python3")
+    km.prepare(folder, spec, warm)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    client = NotebookClient(nb, km=km, timeout=120, shutdown_kernel="immediate")
+    try:
+        with client.setup_kernel():
+            client.execute_cell(nb.cells[0], 0)
+            nb.metadata["leftovers"] = km.leftover_processes()
+            nb.metadata["ip"] = km.ip
+    finally:
+        km.ensure_dead()
+        cgroups.remove(spec.cgroups)
+    return nb, km
+
+
+KERNEL_CELL = (
+    "import json, os, subprocess, sys\n"
+    "detached = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+    "print(json.dumps({'uid': os.getuid(), 'pid': os.getpid(), 'cwd': os.getcwd(), "
+    "'preloaded': 'wave' in sys.modules, 'detached': detached.pid, "
+    "'cwd_importable': any(os.path.realpath(p or '.') == os.getcwd() for p in sys.path)}))"
+)
+
+
+@linux_only
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_a_grading_kernel_runs_jailed_warm_or_cold_and_leaves_nothing_behind(tmp_path: Path, start: str) -> None:
+    """A kernel started by jail.py, or forked by the warm server, is jailed the same way; what it
+    starts is counted while it runs and ends with it; its sockets live in its own tmpfs."""
+    from ptgrader.warm import WarmKernels
+
+    warm = WarmKernels.shared(["ipykernel.kernelapp", "wave"], GraderTemp.current().path) if start == "warm" else None
+    nb, km = _run_kernel(tmp_path, warm, KERNEL_CELL)
+    seen = json.loads(nb.cells[0].outputs[0]["text"])
+    assert seen["uid"] not in (0, os.getuid()) and seen["pid"] == 1 and seen["cwd"] == jail.WORK
+    assert seen["preloaded"] is (start == "warm")
+    assert seen["cwd_importable"] is False  # a module written there cannot stand in for one imported later
+    assert nb.metadata["leftovers"] == 1  # the detached sleep
+    assert nb.metadata["ip"] == f"/proc/{km.kernel_pid}/root{jail.IPC_PREFIX}"
+    assert km.ensure_dead()
+    assert not Path(f"/proc/{km.kernel_pid}").exists() or _wait_for(lambda: not Path(f"/proc/{km.kernel_pid}").exists())
+
+
+@linux_only
+def test_a_warm_server_that_does_not_answer_fails_the_start_at_once(tmp_path: Path) -> None:
+    """The kernel manager gives up on a dead or stalled warm server (GuardedExecute then starts the kernel cold,
+    and replaces the server before the next student): one student's start, not the class, pays for it."""
+    from ptgrader.kernels import KernelStartError
+    from ptgrader.warm import WarmKernels
+
+    dead = WarmKernels.__new__(WarmKernels)
+    dead.socket = tmp_path / "no-server-here"
+    folder = GraderTemp.current().kernel_folder()
+    km = IsolatedKernelManager(kernel_name="python3")
+    km.prepare(folder, Isolation(str(tmp_path)).spec(folder, dict(os.environ)), dead)
+    started = time.monotonic()
+    with pytest.raises(KernelStartError, match="did not start"):
+        asyncio.run(km.start_kernel())
+    assert time.monotonic() - started < 30
+
+
+def _request(path: Path, payload: bytes, fds: list[int] | None = None) -> socket.socket:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(30)
+    client.connect(str(path))
+    socket.send_fds(client, [payload], fds or [])
+    return client
+
+
+@linux_only
+def test_the_warm_server_outlives_stalled_malformed_and_vanishing_clients(tmp_path: Path) -> None:
+    """Class 4 of issue 21: a client that never sends, one that sends garbage and one that leaves before the
+    reply cost the server nothing; a real request is still answered. (Kernels cannot reach the socket at all.)"""
+    from ptgrader import warm
+
+    server = warm.WarmKernels([], tmp_path)
+    server.start()
+    try:
+        stalled = socket.socket(socket.AF_UNIX)
+        stalled.connect(str(server.socket))  # connects, never sends
+        _request(server.socket, b"not json\n").close()
+        bad_spec = tmp_path / "bad.json"
+        bad_spec.write_text("{")
+        with open(os.devnull) as null:
+            request = json.dumps({"op": "kernel", "argv": [], "spec": str(bad_spec)}).encode() + b"\n"
+            _request(server.socket, request, [null.fileno()] * 3).close()  # gone before the reply
+            started = time.monotonic()
+            client = _request(server.socket, request, [null.fileno()] * 3)
+            replies = client.makefile("r")
+            keeper = int(replies.readline())
+            assert replies.readline().strip() == "1"  # the keeper could not read its spec and said so
+            assert keeper > 0 and time.monotonic() - started < warm.REQUEST_DEADLINE_S + 10
+        client.close()
+        stalled.close()
+        assert server.alive()
+    finally:
+        server.stop()
+
+
+@linux_only
+def test_a_killed_grader_leaves_no_temporary_folder_and_no_server(tmp_path: Path) -> None:
+    script = (
+        "import sys, time\n"
+        "from ptgrader.kernels import GraderTemp\nfrom ptgrader.warm import WarmKernels\n"
+        "temp = GraderTemp.current()\nwarm = WarmKernels.shared([], temp.path)\n"
+        "print(temp.path, warm.process.pid, flush=True)\ntime.sleep(300)\n"
+    )
+    grader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert grader.stdout is not None
+    folder, server = grader.stdout.readline().split()
+    assert Path(folder).is_dir()
+    grader.kill()  # SIGKILL: no atexit, no finally
+    grader.wait()
+    assert _wait_for(lambda: not Path(folder).exists(), 15), "the killed grader's folder was not removed"
+    assert _wait_for(lambda: not Path(f"/proc/{server}").exists(), 15), "the warm server outlived its grader"
+
+
+def test_the_next_grader_removes_the_folders_of_dead_graders(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone, alive, fresh = tmp_path / "ptgrader-gone", tmp_path / "ptgrader-alive", tmp_path / "ptgrader-fresh"
+    for folder in (gone, alive, fresh):
+        folder.mkdir()
+    (gone / "owner").write_text(f"{dead.stdout.strip()} 123\n")
+    (alive / "owner").write_text(f"{os.getpid()} {Path(f'/proc/{os.getpid()}/stat').read_text().rsplit(')', 1)[1].split()[19]}\n"
+                                 if LINUX else "")
+    assert GraderTemp.remove_stale(tmp_path) == [gone]  # `fresh` has no owner yet: being made right now
+    assert alive.is_dir() and fresh.is_dir()
+
+
+# -------------------------------------------------------------------------------------------- the hold
+
+
+HOLD_SCRIPT = r"""
+import io, contextlib
+from IPython.core.interactiveshell import InteractiveShell
+from ptgrader import contract
+shell = InteractiveShell.instance()
+def run(code, silent=False):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = shell.run_cell(code, silent=silent, store_history=False)
+    return type(result.error_in_exec).__name__, repr(out.getvalue())  # one line: the error's type, then the output
+run("import torch\nimport ptlabs\nimport ptlabs.grading\ndevice = torch.device('cpu')")
+test = ("expected = torch.full((2,), 2.0, device=device)\n"
+        "ptlabs.grading.check_close(double(torch.ones(2)), expected, name='double')\n"
+        "ptlabs.grading.canaries()")
+run(contract.hold_source({"test_double": test}), silent=True)
+# A wrong answer that rebinds, while the test calls it, the globals the test reads next.
+run(
+    "def double(x):\n"
+    "    global expected, device\n"
+    "    result = x * 3\n"
+    "    expected = result\n"
+    "    device = torch.device('meta')\n"
+    "    return result\n"
+)
+print("REBOUND", *run(contract.run_line("test_double")))
+# A replaced checks module that passes everything and would print any token it is given.
+run(
+    "import sys, types\n"
+    "fake = types.ModuleType('ptlabs.grading')\n"
+    "fake.check_close = lambda *a, **k: print('fake pass')\n"
+    "fake.canaries = lambda: None\n"
+    "fake.complete = lambda test_id, token, count: print('ptlabs-grading: %s complete %s' % (test_id, token))\n"
+    "sys.modules['ptlabs.grading'] = fake\n"
+    "ptlabs.grading = fake\n"
+)
+print("REPLACED", *run(contract.run_line("test_double")))
+print("COMPLETE", *run(contract.complete_line("test_double", "TOKEN123", 1)))
+"""
+
+
+def test_the_held_checks_ignore_rebound_globals_and_a_replaced_module(tmp_path: Path) -> None:
+    """Class 2 of issue 21, at run time (no policy): the test cell reads the globals as they were when it started,
+    and the completion goes to the checks held before any student code ran, never to a replacement module."""
+    result = subprocess.run([sys.executable, "-c", HOLD_SCRIPT], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    lines = {line.split(" ", 1)[0]: line for line in result.stdout.splitlines()
+             if line.startswith(("REBOUND", "REPLACED", "COMPLETE"))}
+    assert len(lines) == 3, result.stdout + result.stderr
+    assert lines["REBOUND"].split()[1] == "ExerciseError"  # 3 * ones is not 2 * ones: the rebound globals were not read
+    assert "fake pass" in lines["REPLACED"]  # the replaced module answered the test cell's own calls...
+    assert lines["COMPLETE"].split()[1] == "GraderTampered"  # ...not the held completion, which found the change
+    assert "complete TOKEN123" not in lines["COMPLETE"]  # and printed no completion line
+
+
+def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
+    import ptlabs.grading
+
+    assert contract.COMPLETION_FORMAT == ptlabs.grading.COMPLETION_FORMAT
+    assert contract.CHECKS_MODULE == ptlabs.grading.__name__
+    compile(contract.hold_source({"test_x": "x = 1\n'''quotes'''"}), "hold", "exec")
+
+
+# ------------------------------------------------------------------------------ course, outputs, report
+
+
+def test_course_record_puts_back_what_it_can_and_reports_the_rest(tmp_path: Path) -> None:
     (tmp_path / "gradebook.db").write_bytes(b"grades")
+    (tmp_path / "source" / "lab").mkdir(parents=True)
+    (tmp_path / "source" / "lab" / "lab.ipynb").write_text("the lab")
     (tmp_path / "submitted" / "bob").mkdir(parents=True)
     (tmp_path / "submitted" / "bob" / "lab.ipynb").write_text("bob's work")
     record = CourseRecord.take(tmp_path)
     (tmp_path / "gradebook.db").write_bytes(b"forged")
-    (tmp_path / "submitted" / "bob" / "lab.ipynb").unlink()
+    (tmp_path / "source" / "lab" / "lab.ipynb").unlink()
+    (tmp_path / "submitted" / "bob" / "lab.ipynb").write_text("bob's work, changed")
     (tmp_path / "gradebook.db-journal").write_bytes(b"hot journal")
     (tmp_path / "autograde.log").write_text("the instructor's own log, written while grading")
     changes = record.changes()
-    assert changes == ["gradebook.db", "gradebook.db-journal", "submitted/bob/lab.ipynb"]
-    record.restore(changes)
-    assert record.changes() == []
+    assert changes == ["gradebook.db", "gradebook.db-journal", "source/lab/lab.ipynb", "submitted/bob/lab.ipynb"]
+    assert record.restore(changes) == ["submitted/bob/lab.ipynb"]  # recorded by its status only: reported
     assert (tmp_path / "gradebook.db").read_bytes() == b"grades"
+    assert (tmp_path / "source" / "lab" / "lab.ipynb").read_text() == "the lab"
+    assert record.changes() == ["submitted/bob/lab.ipynb"]
 
 
-def test_kernel_place_is_outside_the_course_with_a_private_home() -> None:
-    place = KernelPlace.make({"HOME": "/root", "PYTHONSTARTUP": "/evil.py", "JPY_SESSION_NAME": "x"})
-    try:
-        assert place.folder.is_dir() and place.env["HOME"] != "/root"
-        assert "PYTHONSTARTUP" not in place.env and "JPY_SESSION_NAME" not in place.env
-        assert place.env["PTLABS_GRADING_KERNEL"] == place.marker
-    finally:
-        place.remove()
-    assert not place.folder.exists()
+def test_student_output_keeps_no_active_format() -> None:
+    """Class 6 of issue 21: HTML, SVG and JavaScript from a submission never reach the graded notebook."""
+    shown = nbformat.v4.new_output("execute_result", data={"text/html": "<script>alert(1)</script>",
+                                                           "image/svg+xml": "<svg onload=x>", "text/plain": "Shown()"})
+    only_active = nbformat.v4.new_output("display_data", data={"application/javascript": "alert(1)"})
+    picture = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})
+    assert make_safe(shown) == ["image/svg+xml", "text/html"] and shown.data == {"text/plain": "Shown()"}
+    assert make_safe(only_active) == ["application/javascript"]
+    assert only_active.data == {"text/plain": "[application/javascript output not kept by the grader]"}
+    assert make_safe(picture) == [] and set(picture.data) == {"image/png", "text/plain"}
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[shown, only_active])])
+    assert make_notebook_safe(nb) == 0
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper reads /proc")
-def test_reaper_kills_a_detached_grandchild() -> None:
-    # Run the scenario in a child process: it becomes a subreaper, starts a "kernel" that double-forks a
-    # detached sleeper and exits, then reaps. The sleeper must be gone afterwards.
-    script = f"""
-import os, subprocess, sys, time
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent / 'src')!r})
-from ptlabs.autograde.sandbox import become_subreaper, current_children, reap
-assert become_subreaper()
-before = current_children()
-env = dict(os.environ, PTLABS_GRADING_KERNEL="m1")
-kernel = subprocess.Popen([sys.executable, "-c",
-    "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(60)\\n"
-    "    os._exit(0)\\n"], env=env)
-kernel.wait()
-time.sleep(0.3)
-print(len(reap("m1", before)))
-"""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert int(result.stdout.strip()) >= 1, "the detached sleeper was not found"
-    leftovers = subprocess.run(["pgrep", "-f", "time.sleep\\(60\\)"], capture_output=True, text=True).stdout
-    assert leftovers == "", f"a detached process survived the reaper: {leftovers}"
+def test_the_feedback_page_escapes_student_html(tmp_path: Path) -> None:
+    """The course configuration sanitises the feedback page's Markdown and outputs (nbconvert's sanitize_html)."""
+    from nbconvert import HTMLExporter
+    from traitlets.config.loader import PyFileConfigLoader
 
-
-def test_subreaper_and_children_are_harmless_to_call() -> None:
-    assert isinstance(become_subreaper(), bool)
-    assert os.getpid() not in current_children()
-    start = time.perf_counter()
-    assert reap("no-such-marker", current_children()) == []
-    assert time.perf_counter() - start < 5
+    config = PyFileConfigLoader(lab_tools.CONFIG_NAME, path=str(lab_tools.LABS)).load_config()
+    assert config.HTMLExporter.sanitize_html is True
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("My answer <script>alert('markdown')</script>"),
+        nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("error", ename="E", evalue="<script>e</script>",
+                                                                        traceback=["<script>alert('tb')</script>"])]),
+    ])
+    html, _ = HTMLExporter(config=config, template_name="classic").from_notebook_node(nb)
+    assert "<script>alert(" not in html
 
 
 def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from ptlabs.autograde.report import main
+    from ptgrader.execute import REPORT_NAME
+    from ptgrader.report import main
 
+    assert lab_tools.REPORT_NAME == REPORT_NAME
     assert main(["lab01", "--course", str(tmp_path)]) == 2
     assert "no grading reports for lab01" in capsys.readouterr().err
-    students = {"alice": {}, "mallory": {"withheld": "uses get_ipython"}, "trudy": {"tampered": ["test_f"]}}
+    students = {"alice": {}, "mallory": {"withheld": "uses get_ipython"}, "trudy": {"tampered": ["test_f"]},
+                "zed": {"survivors": "kernel pid 7 did not die"}}
     for student, extra in students.items():
         folder = tmp_path / "autograded" / student / "lab01"
         folder.mkdir(parents=True)
-        (folder / "ptlabs-grading.json").write_text(json.dumps({"student": student, **extra}))
+        (folder / REPORT_NAME).write_text(json.dumps({"student": student, **extra}))
     assert main(["lab01", "--course", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "ok      alice",
         "REVIEW  mallory  grades withheld: uses get_ipython",
         "REVIEW  trudy  the grader's canaries found tampering in test_f",
-        "3 submissions, 2 to review",
+        "REVIEW  zed  a kernel could not be ended: kernel pid 7 did not die",
+        "4 submissions, 3 to review",
     ]
 
 
-def test_grading_kernel_listens_on_private_sockets_not_ports() -> None:
-    """Graders side by side must not race for TCP ports: the kernel's channels are socket files in its place."""
-    import nbformat
-    from nbclient import NotebookClient
+def test_grading_stops_with_a_clear_error_where_kernels_cannot_be_jailed(monkeypatch, tmp_path: Path) -> None:  # noqa: ANN001
+    from ptgrader.execute import GuardedExecute, IsolationUnavailable
 
-    from ptlabs.autograde.execute import GuardedExecute
-
-    nb = nbformat.v4.new_notebook()
-    grader = GuardedExecute(kernel_name="python3")
-    NotebookClient.__init__(grader, nb, None)
-    place = KernelPlace.make(dict(os.environ))
-    grader._socket_prefix = place.sockets
-    try:
-        # setup_kernel returns once the kernel has answered a kernel_info request over those sockets.
-        with grader.setup_kernel(cwd=str(place.folder), env=place.env):
-            info = grader.km.get_connection_info()
-            sockets = sorted(path.name for path in place.sockets.parent.glob("ipc-*"))
-    finally:
-        place.remove()
-    assert (info["transport"], info["ip"]) == ("ipc", str(place.sockets))
-    assert len(sockets) == 5, sockets  # shell, iopub, stdin, control, heartbeat
+    monkeypatch.setattr(jail, "probe", lambda **_: "this Linux has no namespaces")
+    monkeypatch.setattr(GuardedExecute, "_isolations", {})
+    with pytest.raises(IsolationUnavailable, match="no namespaces.*Linux container described in book/instructors.md"):
+        GuardedExecute()._isolation(str(tmp_path))
+    assert GuardedExecute(isolation="none")._isolation(str(tmp_path)) is None
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm kernels fork, and the reaper reads /proc")
-def test_warm_kernel_is_forked_preloaded_in_its_place_and_leaves_nothing_behind() -> None:
-    """A kernel forked by the warm server has torch already imported, runs in the student's folder and
-    environment, and a process it detaches is killed and counted by the server's reap."""
-    import nbformat
-    from nbclient import NotebookClient
+def test_the_reaper_reports_survivors_and_looks_once_per_round() -> None:
+    looks = []
 
-    from ptlabs.autograde.warm import WarmKernelManager, WarmKernels
+    def find() -> set[int]:
+        looks.append(1)
+        return {2**22 + 12345}  # no such process: it can never be killed, so it "survives"
 
-    warm = WarmKernels(["torch"])
-    warm.start()
-    place = KernelPlace.make(dict(os.environ))
-    source = (
-        "import os, subprocess, sys\n"
-        "print('torch' in sys.modules, os.getcwd(), os.environ['PTLABS_GRADING_KERNEL'])\n"
-        "detached = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-        "print(detached.pid)"
-    )
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    km = WarmKernelManager(kernel_name="python3")
-    km.warm = warm
-    try:
-        NotebookClient(nb, km=km, timeout=60).execute(cwd=str(place.folder), env=place.env)
-        preloaded, cwd, marker, sleeper = nb.cells[0].outputs[0]["text"].split()
-        assert (preloaded, cwd, marker) == ("True", str(place.folder), place.marker)
-        assert Path(f"/proc/{sleeper}").exists(), "the detached process should still run before the reap"
-        assert warm.reap() == 1
-        time.sleep(0.1)
-        assert not Path(f"/proc/{sleeper}").exists() or "Z" in Path(f"/proc/{sleeper}/stat").read_text().split()[2]
-    finally:
-        warm.stop()
-        place.remove()
-    assert warm.process is not None and warm.process.returncode == 0
+    with pytest.raises(ProcessesSurvived, match="survived SIGKILL"):
+        kill_until_gone(find, lambda: None, rounds=3)
+    assert len(looks) == 4  # three rounds and the final look
+    assert kill_until_gone(lambda: set(), lambda: None) == set()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="warm kernels are Linux only")
-def test_a_warm_server_that_cannot_start_leaves_grading_to_cold_kernels() -> None:
-    from ptlabs.autograde.execute import GuardedExecute
-    from ptlabs.autograde.warm import WarmKernels
+# ------------------------------------------------------------------ outputs compared outside the kernel
 
-    broken = WarmKernels(["ptlabs_no_such_module"])
-    with pytest.raises(RuntimeError, match="did not start"):
-        broken.start()
-    broken.stop()
-    assert GuardedExecute(preload=["ptlabs_no_such_module"])._warm_server() is None
+
+def _nbgrader_cell(kind: str, source: str, grade_id: str, **extra: object) -> nbformat.NotebookNode:
+    meta = {"grade": kind == "test", "grade_id": grade_id, "locked": kind != "solution", "schema_version": 3,
+            "solution": kind == "solution", "task": False, **({"points": 1} if kind == "test" else {})}
+    return nbformat.v4.new_code_cell(source, metadata={"nbgrader": meta}, **extra)
+
+
+#: A notebook of its own (not a lab) whose test cell only computes the student's outputs and sends them out.
+DEMO_SETUP = "import torch\nimport ptlabs\nimport ptlabs.grading\nfrom ptgrader.channel import emit"
+DEMO_SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
+DEMO_TEST = (
+    "inputs = [torch.arange(6.0).reshape(2, 3), torch.tensor([[-1.5]]), torch.arange(4)]\n"
+    "for index, x in enumerate(inputs):\n"
+    "    emit(f'double, input {index}', double(x))\n"
+    "### BEGIN HIDDEN TESTS\n"
+    "emit('double, non-contiguous', double(torch.arange(12.0).reshape(3, 4).t()))\n"
+    "ptlabs.grading.canaries()\n"
+    "### END HIDDEN TESTS"
+)
+#: Takes the in-kernel verdict over entirely: the test cell runs nothing, and its completion token is printed.
+FORGER = (
+    "class Forged:\n"
+    "    def run(self, test_id):\n"
+    "        pass\n"
+    "    def complete(self, test_id, token, count):\n"
+    "        print(f'ptlabs-grading: {test_id} complete {token}')\n"
+    "get_ipython().user_ns_hidden['_ptgrader'] = Forged()"
+)
+
+
+@linux_only
+def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path) -> None:
+    """The worked example of ptgrader.channel: the score is decided in the grader. A submission that forges the
+    whole in-kernel verdict (its completion token is printed) still earns nothing: its outputs are not the
+    reference solution's, compared outside the kernel. (Graded by ptgrader.autograde with two jobs.)"""
+    course = tmp_path / "course"
+    (course / "source" / "demo").mkdir(parents=True)
+    (course / lab_tools.CONFIG_NAME).write_text((lab_tools.LABS / lab_tools.CONFIG_NAME).read_text())
+    canaries = nbformat.v4.new_output("stream", name="stdout", text="✅ grader canaries: correct\n")
+    source = nbformat.v4.new_notebook(cells=[
+        _nbgrader_cell("setup", DEMO_SETUP, "setup"),
+        _nbgrader_cell("solution", DEMO_SOLUTION, "double"),
+        _nbgrader_cell("test", DEMO_TEST, "test_double", outputs=[canaries]),
+    ])
+    source.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(source, course / "source" / "demo" / "demo.ipynb")
+    release = nbformat.read(lab_tools.generate_assignment(course, "demo") / "demo.ipynb", as_version=4)
+    wrong = lab_tools.build_submission(release, {"double": "def double(x):\n    return x + x + 1"})
+    forger = copy.deepcopy(wrong)
+    forger.cells.insert(1, nbformat.v4.new_code_cell(FORGER))
+    submissions = {"solution": lab_tools.build_submission(release, {"double": "def double(x):\n    return x * 2"}),
+                   "wrong": wrong, "forger": forger}
+    for student, nb in submissions.items():
+        lab_tools.submit(course, "demo", student, {"demo.ipynb": nb})
+    # Graded by two graders side by side in the one course (python -m ptgrader.autograde), policy off for the forger.
+    graders = subprocess.run([sys.executable, "-m", "ptgrader.autograde", "demo", "--jobs", "2",
+                              "--GuardedExecute.enforce_code_policy=False",  # a small warm server: this needs torch only
+                              "--GuardedExecute.preload=['torch', 'ipykernel.kernelapp']"],
+                             cwd=course, capture_output=True, text=True)
+    assert graders.returncode == 0, graders.stdout[-3000:] + graders.stderr[-3000:]
+    assert {line[:4] for line in graders.stdout.splitlines() if line.startswith("[")} == {"[1] ", "[2] "}
+    scores = {student: cells["test_double"][0] for student, cells in lab_tools.read_scores(course, "demo").items()}
+    reports = lab_tools.read_reports(course, "demo")
+    assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0}
+    assert "test_double" not in reports["forger"]["incomplete"]  # the in-kernel verdict was forged...
+    assert reports["forger"]["outputs_differ"] == ["test_double"]  # ...and the grader's comparison refused it
+    assert reports["solution"]["outputs_differ"] == [] and reports["wrong"]["outputs_differ"] == ["test_double"]
+    graded = (course / "autograded" / "solution" / "demo" / "demo.ipynb").read_text()
+    assert channel.MIME not in graded  # what was sent out never reaches the graded notebook

@@ -58,7 +58,7 @@ class RecoverCellMetadata(NbGraderPreprocessor):
             present.add(_grade_id(origin))
             recovered += 1
         if recovered:
-            self.log.warning("ptlabs: %s/%s: restored the nbgrader metadata of %d cells", info["student"],
+            self.log.warning("ptgrader: %s/%s: restored the nbgrader metadata of %d cells", info["student"],
                              info["assignment"], recovered)
         return nb, resources
 

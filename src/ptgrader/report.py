@@ -1,8 +1,8 @@
-"""List what the guarded grading run found, one line per submission: ``python -m ptlabs.autograde.report LAB``.
+"""List what the guarded grading run found, one line per submission: ``python -m ptgrader.report LAB``.
 
 Run it from the course folder (``labs/``) after ``nbgrader autograde LAB``. Submissions whose grades
 were withheld, whose run was stopped, that tampered with the checks, left processes behind or changed course files are
-marked ``REVIEW``; the others ``ok``. The details are in each ``autograded/<student>/<lab>/ptlabs-grading.json``.
+marked ``REVIEW``; the others ``ok``. The details are in each ``autograded/<student>/<lab>/ptgrader-report.json``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ def summarize(report: dict) -> str:
     if report.get("killed_processes"):
         parts.append(f"{report['killed_processes']} leftover process(es) killed")
     if report.get("restored_files"):
-        parts.append(f"course files put back: {', '.join(report['restored_files'][:5])}")
+        parts.append(f"course files changed: {', '.join(report['restored_files'][:5])}")
+    if report.get("survivors"):
+        parts.append(f"a kernel could not be ended: {report['survivors']}")
     return "; ".join(parts)
 
 

@@ -1,0 +1,26 @@
+"""ptgrader: the grading service of the book's labs, for instructors and CI (not installed for learners).
+
+The repository has three rooms, and the imports go one way:
+
+- ``ptlabs`` (``src/ptlabs``): the learners' helpers, installed in Colab. It imports neither room below.
+- the checks the hidden tests call inside a kernel: today ``ptlabs.grading`` (the labs' test cells call
+  it by that name). The service names it in one place, :data:`ptgrader.contract.CHECKS_MODULE`, and
+  never imports it (that would import torch into the grader).
+- ``ptgrader`` (this package): runs nbgrader's execution step safely. Its modules:
+
+  - :mod:`~ptgrader.execute`: ``GuardedExecute``, the step ``labs/nbgrader_config.py`` puts in nbgrader;
+  - :mod:`~ptgrader.jail`: the Linux jail each kernel runs in (namespaces, an unprivileged uid, rlimits);
+  - :mod:`~ptgrader.kernels`: where a kernel starts (its folder, jail settings, the kernel manager);
+  - :mod:`~ptgrader.warm`, ``warm_launcher.py``: the server that forks jailed kernels with torch imported;
+  - :mod:`~ptgrader.contract`: how test cells run through the checks held before student code runs;
+  - :mod:`~ptgrader.channel`: outputs sent out of the kernel and compared by the grader;
+  - :mod:`~ptgrader.policy`: the code policy read before anything runs (defence in depth);
+  - :mod:`~ptgrader.course`, :mod:`~ptgrader.outputs`, :mod:`~ptgrader.repair`: the course record,
+    output without active HTML, repairs of stripped metadata;
+  - :mod:`~ptgrader.report`, :mod:`~ptgrader.autograde`: ``python -m ptgrader.report LAB`` and
+    ``python -m ptgrader.autograde LAB --jobs N``;
+  - :mod:`~ptgrader.processes`: ending marked processes, for the tests' notebook runner.
+
+This file imports nothing: ``jail.py`` and ``warm_launcher.py`` run as scripts, and the warm server
+imports only what it serves.
+"""

@@ -1,0 +1,118 @@
+"""A record of the course taken before a kernel runs, compared (and put back) after it stopped.
+
+The jail (:mod:`ptgrader.jail`) keeps the course out of a kernel's sight, so nothing a student's
+code does can change it. The record is the check that this holds, and a repair if it ever did not:
+
+- the files grading trusts and can put back are recorded as bytes: the gradebook (with any journal
+  SQLite would replay), nbgrader's configuration files and the ``source/`` and ``release/``
+  notebooks (the packages kernels import are read-only in the jail, so they need no record);
+- the class's own folders (``submitted/``, ``autograded/``, ``feedback/``), which grow with every
+  student, are recorded by their status (size, inode, modification and change times), so a record
+  costs milliseconds for a class of hundreds: a change there is found and reported, not undone.
+
+Other files in the course root are the instructor's (a log redirected there, ``grades.csv``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+
+RESTORABLE_FOLDERS = ("source", "release")
+WATCHED_FOLDERS = ("submitted", "autograded", "feedback")
+WATCHED_ROOT_FILES = ("gradebook.db*", "nbgrader_config.*")
+#: What graders grading side by side in one course write for their own students (ptgrader.autograde).
+SHARED_FOLDERS = ("autograded",)
+
+
+def _status(path: Path) -> bytes:
+    """What changes when anything writes a file (ctime cannot be set back by the writer)."""
+    info = path.lstat()
+    return f"stat:{info.st_size}:{info.st_ino}:{info.st_mode}:{info.st_mtime_ns}:{info.st_ctime_ns}".encode()
+
+
+def _read(path: Path) -> bytes:
+    if path.is_symlink():
+        return b"symlink:" + os.readlink(path).encode()
+    try:
+        return path.read_bytes()
+    except OSError:  # unreadable (removed while we walk, a socket, ...): still a change to report
+        return b"unreadable"
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        dirs.sort()
+        dirs[:] = [name for name in dirs if name != "__pycache__"]
+        for name in sorted(names):
+            yield Path(folder) / name
+
+
+@dataclass
+class CourseRecord:
+    """Files of the course (paths relative to its root) and of extra folders (absolute paths)."""
+
+    root: Path
+    extra_roots: tuple[Path, ...] = ()
+    files: dict[str, bytes] = field(default_factory=dict)
+    shared: bool = False  # other graders write the gradebook and autograded/ meanwhile: leave those out
+
+    @classmethod
+    def take(cls, root: Path, *extra_roots: Path, shared: bool = False) -> CourseRecord:
+        record = cls(root, extra_roots, shared=shared)
+        record.files = record._read()
+        return record
+
+    def _read(self) -> dict[str, bytes]:
+        files: dict[str, bytes] = {}
+        for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if self.shared and (entry.name in SHARED_FOLDERS or entry.name.startswith("gradebook.db")):
+                continue
+            if entry.is_dir() and not entry.is_symlink() and entry.name in (*RESTORABLE_FOLDERS, *WATCHED_FOLDERS):
+                keep = _read if entry.name in RESTORABLE_FOLDERS else _status
+                for path in _walk(entry):
+                    files[str(path.relative_to(self.root))] = keep(path)
+            elif any(fnmatch(entry.name, pattern) for pattern in WATCHED_ROOT_FILES):
+                files[entry.name] = _read(entry)
+        for extra in self.extra_roots:
+            for path in _walk(extra):
+                files[str(path)] = _read(path)
+        return files
+
+    def changes(self) -> list[str]:
+        """Paths created, modified or deleted since the record was taken."""
+        now = self._read()
+        changed = {path for path in self.files.keys() & now.keys() if self.files[path] != now[path]}
+        return sorted(changed | (self.files.keys() ^ now.keys()))
+
+    def restore(self, paths: Iterable[str]) -> list[str]:
+        """Put back the recorded bytes of ``paths``; remove the ones that did not exist.
+
+        Returns the paths it could not put back: those recorded by their status only.
+        """
+        lost = []
+        for relative in paths:
+            target = self.root / relative  # an absolute path (an extra folder) stays as it is
+            recorded = self.files.get(relative)
+            if recorded is not None and recorded.startswith(b"stat:"):
+                lost.append(relative)
+                continue
+            if recorded is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.is_symlink() or target.is_dir():
+                    _remove(target)
+                target.write_bytes(recorded)
+            elif target.exists() or target.is_symlink():
+                _remove(target)
+        return lost
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()

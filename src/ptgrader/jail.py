@@ -1,0 +1,470 @@
+"""The jail a grading kernel runs in (Linux): its own namespaces, an unprivileged uid, rlimits.
+
+A student's kernel runs code the grader cannot trust, so it runs where that code reaches nothing
+but itself. :func:`run_jailed` is called in the process that will supervise the kernel (the
+"keeper": a small ``python jail.py`` process, or a child of the warm server) and:
+
+1. puts the next child in a new **PID namespace** (and, without root, a new user namespace). That
+   child (the kernel) is PID 1 there: when it exits or is killed, Linux kills every process it
+   started, detached or not, so ending a kernel needs no scan of ``/proc``;
+2. in the child, makes new **mount, network, IPC and UTS namespaces** and builds a root of its own
+   on a size-limited tmpfs: the interpreter, the Python environment and the system folders
+   (``/usr``, ``/etc``, ...) bound **read-only**, a ``/proc`` that shows only the kernel's processes,
+   ``/dev`` with five harmless devices (plus accelerator devices, when asked), and the only
+   writable folders: ``/ptgrader/home`` (HOME), ``/ptgrader/work`` (the working folder),
+   ``/ptgrader/run`` (the kernel's sockets), ``/tmp`` and ``/dev/shm``, all on that tmpfs. The course, the
+   gradebook, the grader's HOME and the repository are not there at all. The network namespace
+   has only a loopback device;
+3. joins the kernel's control groups, if the grader made any (:mod:`ptgrader.cgroups`: memory and
+   processes of the whole tree), then drops every privilege: a dedicated uid (when the grader is
+   root) or the grader's own uid in a user namespace, no supplementary groups, no capabilities,
+   ``no_new_privs``; then sets rlimits (memory, processes, file size, open files, no core dumps)
+   and the kernel's environment;
+4. runs the kernel: ``start()`` (``exec`` of ipykernel, or ipykernel in a process forked from
+   the warm server).
+
+The keeper stays outside, as root or the grader: it relays at most 64 kB of the kernel's own
+stdout/stderr (its log, not cell output: that travels over the kernel's sockets), passes on an
+interrupt, and exits with the kernel's status. It dies with its parent (``PR_SET_PDEATHSIG``), and
+the kernel dies with the keeper, so a grader that is killed leaves no kernel behind.
+
+The grader reaches the kernel's sockets through ``/proc/<kernel pid>/root/ptgrader/run``; the kernel
+cannot see the grader, the warm server or any other kernel (not in its PID namespace), cannot
+signal or trace them (and another uid), and cannot open their sockets (not in its mount or network
+namespace).
+
+Run as a script (``python jail.py SPEC.json -- COMMAND...``) it is the keeper of a cold kernel: it
+imports only the standard library, so it starts in milliseconds. ``python jail.py --check`` says
+whether this machine can jail kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import platform
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import NoReturn
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REC, MS_PRIVATE, MS_RELATIME = 1 << 14, 1 << 18, 1 << 21
+MNT_DETACH = 2
+#: statvfs flags of a mount that a read-only bind of it must keep (Linux refuses to drop them).
+_KEPT_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME,
+}
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 47, 4
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126}, "aarch64": {"pivot_root": 41, "capset": 91}}
+
+#: Inside the jail, under a name no host path uses (the host's folders keep their paths there).
+JAIL = "/ptgrader"
+HOME = JAIL + "/home"
+WORK = JAIL + "/work"
+RUN = JAIL + "/run"  # the kernel's zmq sockets (``ipc-<n>``) and its connection file
+IPC_PREFIX = RUN + "/ipc"
+CONNECTION_FILE = RUN + "/connection.json"
+WRITABLE = (HOME, WORK, "/tmp", "/dev/shm", RUN)
+#: Host paths every kernel needs (the interpreter's own folders are added by the grader).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: How much of the kernel's own stdout/stderr the keeper passes on (the rest is dropped).
+RELAY_BYTES = 64 * 1024
+
+#: rlimit names in a spec -> resource constants.
+_LIMITS = {
+    "address_space": resource.RLIMIT_AS,
+    "processes": resource.RLIMIT_NPROC,
+    "file_size": resource.RLIMIT_FSIZE,
+    "open_files": resource.RLIMIT_NOFILE,
+    "core": resource.RLIMIT_CORE,
+}
+
+
+class JailError(RuntimeError):
+    """The jail could not be built; the message says which step and why."""
+
+
+@dataclass
+class JailSpec:
+    """Everything the keeper needs to jail one kernel (written as JSON for a cold kernel's keeper)."""
+
+    root: str  # an empty host folder, root's or the grader's own, where the jail's tmpfs is mounted
+    uid: int  # the kernel's uid and gid: a dedicated pair (grader is root) or the grader's (userns)
+    gid: int
+    userns: bool  # map the grader's uid into a new user namespace (a grader that is not root)
+    readonly: list[str]  # host paths bound read-only at the same path (interpreter, environment)
+    env: dict[str, str]
+    limits: dict[str, int]  # keys of _LIMITS
+    size_bytes: int = 256 << 20  # the tmpfs that holds every writable folder
+    inodes: int = 16384
+    devices: list[str] = field(default_factory=list)  # extra device nodes (accelerators)
+    connection_file: str = ""  # host path; copied in as CONNECTION_FILE with its ip rewritten
+    pid_file: str = ""  # host path; the keeper writes "<kernel pid> <keeper pid>" there
+    hostname: str = "grading"
+    cgroups: list[str] = field(default_factory=list)  # the kernel's control groups (ptgrader.cgroups), joined first
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> JailSpec:
+        return cls(**json.loads(text))
+
+
+# ------------------------------------------------------------------------------------------ syscalls
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise JailError(f"{what}: {os.strerror(code)} (errno {errno.errorcode.get(code, code)})")
+    return result
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda s: None if s is None else s.encode()  # noqa: E731
+    result = _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data))
+    _check(result, f"mount {source or ''} on {target} ({fstype or 'flags'} {flags:#x})")
+
+
+def _syscall(name: str, *args: object) -> int:
+    number = _SYSCALLS.get(platform.machine(), {}).get(name)
+    if number is None:
+        raise JailError(f"{name}: no syscall number known for {platform.machine()}")
+    return _libc.syscall(ctypes.c_long(number), *args)
+
+
+def _prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl({option})")
+
+
+def _drop_capabilities() -> None:
+    """No capability left in any set (a uid change from root clears them too; in a user namespace it does not)."""
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (Data * 2)()
+    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
+# -------------------------------------------------------------------------------------------- support
+
+
+def unsupported(*, userns: bool = False) -> str:
+    """Why kernels cannot be jailed here ("" when they can)."""
+    if not sys.platform.startswith("linux"):
+        return f"kernels are jailed with Linux namespaces; this is {sys.platform}"
+    if platform.machine() not in _SYSCALLS:
+        return f"the jail knows the system calls of {', '.join(_SYSCALLS)}, not of {platform.machine()}"
+    if not os.path.isdir("/proc/self/ns"):
+        return "this Linux has no namespaces (/proc/self/ns is missing)"
+    if userns or os.geteuid() != 0:
+        try:
+            limit = int(open("/proc/sys/user/max_user_namespaces").read())
+        except (OSError, ValueError):
+            limit = 1
+        if limit == 0:
+            return "user namespaces are disabled (sysctl user.max_user_namespaces = 0); grade as root"
+        for knob in ("/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"):
+            try:
+                value = open(knob).read().strip()
+            except OSError:
+                continue
+            if (knob.endswith("clone") and value == "0") or (knob.endswith("userns") and value == "1"):
+                return f"unprivileged user namespaces are switched off ({knob} = {value}); grade as root"
+    return ""
+
+
+def probe(*, userns: bool = False) -> str:
+    """Jail a trivial child once; return why it failed ("" when it worked). Costs a few milliseconds."""
+    problem = unsupported(userns=userns)
+    if problem:
+        return problem
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a throwaway process: the namespaces it makes go with it
+        os.close(read)
+        try:
+            flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+            if userns:
+                _unshare(CLONE_NEWUSER)
+                _map_own_ids(os.getuid(), os.getgid(), os.getuid(), os.getgid())
+            _unshare(flags)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            os.write(write, b"ok")
+        except BaseException as problem:  # noqa: BLE001  (reported to the parent, which decides)
+            os.write(write, str(problem).encode()[:500])
+        os._exit(0)
+    os.close(write)
+    answer = b""
+    while chunk := os.read(read, 1024):
+        answer += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    return "" if answer == b"ok" else answer.decode(errors="replace") or "the probe process died"
+
+
+def _map_own_ids(inner_uid: int, inner_gid: int, outer_uid: int, outer_gid: int) -> None:
+    """In a new user namespace: map one uid and gid (our own, the only ones an unprivileged process may map)."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{inner_uid} {outer_uid} 1"), ("gid_map", f"{inner_gid} {outer_gid} 1")):
+        with open(f"/proc/self/{name}", "w") as file:
+            file.write(text)
+
+
+# ---------------------------------------------------------------------------------------- the keeper
+
+
+def run_jailed(spec: JailSpec, start: Callable[[], NoReturn]) -> int:
+    """Run ``start`` jailed in a child of this process; return the child's exit code (128+signal if killed).
+
+    Call it in a process that does nothing else (it installs signal handlers and changes the PID
+    namespace of its future children): the keeper.
+    """
+    if spec.userns:
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        _unshare(CLONE_NEWUSER | CLONE_NEWPID)
+        _map_own_ids(spec.uid, spec.gid, outer_uid, outer_gid)
+    else:
+        _unshare(CLONE_NEWPID)
+    relay_read, relay_write = os.pipe()  # the kernel's own stdout/stderr, passed on by the keeper
+    life_read, life_write = os.pipe()  # closed when the keeper dies: the kernel then exits
+    pid_file = os.open(spec.pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600) if spec.pid_file else -1
+    keeper = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(relay_read)
+            os.close(life_write)
+            if pid_file >= 0:
+                os.close(pid_file)
+            _become_jailed(spec, relay_write, life_read)
+            start()
+        except BaseException:  # noqa: BLE001  (a kernel that cannot start must not run unjailed)
+            os.write(2, f"ptgrader jail: the kernel could not be jailed:\n{traceback.format_exc()}".encode())
+        os._exit(127)
+    os.close(relay_write)
+    os.close(life_read)
+    if pid_file >= 0:
+        os.write(pid_file, f"{pid} {keeper}\n".encode())
+        os.close(pid_file)
+    return _keep(pid, relay_read)
+
+
+def _keep(pid: int, relay: int) -> int:
+    """Pass the kernel's log on (up to RELAY_BYTES), signals too; wait for it; return its exit code."""
+
+    def forward(signum: int, _frame: object) -> None:
+        try:  # a terminate means kill: as PID 1 of its namespace the kernel may ignore SIGTERM
+            os.kill(pid, signal.SIGKILL if signum in (signal.SIGTERM, signal.SIGHUP) else signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, forward)
+    budget = RELAY_BYTES
+    open_relay = True
+    while True:
+        if open_relay:
+            ready, _, _ = select.select([relay], [], [], 0.2)
+            if ready:
+                chunk = os.read(relay, 1 << 16)
+                if not chunk:
+                    open_relay = False
+                elif budget > 0:
+                    try:
+                        os.write(2, chunk[:budget])
+                    except OSError:
+                        pass
+                    budget -= len(chunk)
+        done, status = os.waitpid(pid, os.WNOHANG if open_relay else 0)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return 128 - code if code < 0 else code
+
+
+# ---------------------------------------------------------------------------------------- the kernel
+
+
+def _become_jailed(spec: JailSpec, log: int, lifeline: int) -> None:
+    """In the kernel's process, PID 1 of its new namespace: build the jail, enter it, drop privileges."""
+    os.setsid()
+    for group in spec.cgroups:  # while still root: the kernel and all it starts stay in these groups
+        with open(os.path.join(group, "cgroup.procs"), "w") as procs:
+            procs.write("0")
+    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host, nor back
+    _build_root(spec)
+    _loopback_up()
+    socket.sethostname(spec.hostname)
+    old = os.path.join(spec.root, ".host")
+    os.mkdir(old)
+    _check(_syscall("pivot_root", spec.root.encode(), old.encode()), "pivot_root")
+    os.chdir("/")
+    _check(_libc.umount2(b"/.host", MNT_DETACH), "umount the host's root")
+    os.rmdir("/.host")
+    _mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)  # the tmpfs's own top
+
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.closerange(3, lifeline)  # nothing of the host stays open (the lifeline is closed below)
+    os.closerange(lifeline + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+    if not spec.userns:
+        os.setgroups([])
+    os.setresgid(spec.gid, spec.gid, spec.gid)
+    os.setresuid(spec.uid, spec.uid, spec.uid)
+    _drop_capabilities()
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
+    ready, _, _ = select.select([lifeline], [], [], 0)
+    if ready:  # EOF: the keeper died before the line above
+        os._exit(1)
+    os.close(lifeline)
+    for name, value in spec.limits.items():
+        resource.setrlimit(_LIMITS[name], (value, value))
+    os.umask(0o077)
+    os.chdir(WORK)
+    os.environ.clear()
+    os.environ.update(spec.env)
+
+
+def _build_root(spec: JailSpec) -> None:
+    root = spec.root
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={spec.size_bytes},nr_inodes={spec.inodes},mode=0755")
+    for folder in WRITABLE:  # each its own mount, so that they stay writable when the root is made read-only
+        os.makedirs(root + folder, exist_ok=True)
+        os.chown(root + folder, spec.uid, spec.gid)
+        os.chmod(root + folder, 0o700)
+        _mount(root + folder, root + folder, None, MS_BIND)
+    bound: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in (*SYSTEM_PATHS, *spec.readonly)}, key=len):
+        if not os.path.lexists(path):
+            continue
+        real = os.path.realpath(path)
+        if real != path:  # a symlink (/bin -> usr/bin): the same link inside, and its target bound
+            _symlink(root, path, os.readlink(path) if os.path.islink(path) else real)
+            path = real
+            if not os.path.exists(path):
+                continue
+        if any(path == done or path.startswith(done + "/") for done in bound):
+            continue
+        # one under /tmp (a virtualenv there) is bound inside the jail's /tmp; in a user namespace Linux binds
+        # a folder only with the mounts below it (/sys/fs/cgroup): those keep their own flags and owners
+        _bind(path, root + path, readonly=True, recursive=spec.userns)
+        bound.append(path)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for device in (*DEVICES, *spec.devices):
+        if os.path.exists(device):
+            _bind(device, root + device, readonly=False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    os.makedirs(root + "/proc")
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if spec.connection_file:
+        with open(spec.connection_file, encoding="utf-8") as file:
+            info = json.load(file)
+        info["ip"] = IPC_PREFIX
+        descriptor = os.open(root + CONNECTION_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(info, file)
+        os.chown(root + CONNECTION_FILE, spec.uid, spec.gid)
+
+
+def _symlink(root: str, path: str, target: str) -> None:
+    os.makedirs(os.path.dirname(root + path), exist_ok=True)
+    if not os.path.lexists(root + path):
+        os.symlink(target, root + path)
+
+
+def _bind(source: str, target: str, *, readonly: bool, recursive: bool = False) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            open(target, "a").close()
+    _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
+    kept = os.statvfs(source).f_flag
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
+    if readonly:
+        flags |= MS_RDONLY | MS_NODEV
+    _mount(None, target, None, flags)
+
+
+def _loopback_up() -> None:
+    """Bring up ``lo`` in the new network namespace (a local gloo process group needs it)."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sh22x", b"lo", 0)
+        flags = struct.unpack("16sh22x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sh22x", b"lo", flags | iff_up))
+
+
+# ------------------------------------------------------------------------------------ the cold keeper
+
+
+def main(argv: list[str]) -> int:
+    """``jail.py SPEC.json -- COMMAND...``: jail COMMAND (a cold kernel); ``jail.py --check``: can this machine?"""
+    if argv[:1] == ["--check"]:
+        problem = probe(userns=os.geteuid() != 0)
+        if problem:
+            print(problem)
+            return 1
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from ptgrader.cgroups import Hierarchy
+
+        hierarchy = Hierarchy.find()
+        groups = f"a {hierarchy.describe()} group of its own" if hierarchy else "rlimits only, no control group"
+        print(f"ok: kernels can be jailed here ({'dedicated uid' if os.geteuid() == 0 else 'user namespace'}, {groups})")
+        return 0
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: jail.py SPEC.json -- COMMAND... | jail.py --check", file=sys.stderr)
+        return 2
+    with open(argv[0], encoding="utf-8") as file:
+        spec = JailSpec.from_json(file.read())
+    command = argv[2:]
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper goes when the grader goes
+    if os.getppid() == 1:
+        return 1
+    return run_jailed(spec, lambda: os.execve(command[0], command, spec.env))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

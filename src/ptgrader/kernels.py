@@ -1,0 +1,402 @@
+"""Where and how a grading kernel starts: its place on the host, its jail, its kernel manager.
+
+- :class:`GraderTemp` is this grading process's one temporary folder (``/tmp/ptgrader-*``), with
+  a folder per kernel in it. A grader that is killed cannot remove it, so the next grader removes
+  every ``ptgrader-*`` folder whose owner process is gone, and the warm server removes its
+  grader's folder when it sees the grader go.
+- :func:`kernel_uid` picks the dedicated uid kernels run as when the grader is root (one per
+  grading process, held with a lock file so that graders side by side never share one).
+- :class:`Isolation` turns the grader's settings into a :class:`~ptgrader.jail.JailSpec` for
+  each kernel: what is bound read-only, the environment, the rlimits, and a control group
+  (:mod:`ptgrader.cgroups`) for all of its processes where the machine allows one.
+- :class:`IsolatedKernelManager` is jupyter_client's kernel manager, starting ipykernel through
+  the jail (``jail.py``, or the warm server, :mod:`ptgrader.warm`) and talking to it over Unix
+  sockets that live inside the jail, reached through ``/proc/<kernel pid>/root``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import fcntl
+import importlib.util
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jupyter_client.manager import AsyncKernelManager
+
+from . import cgroups, jail
+
+JAIL_SCRIPT = Path(jail.__file__)
+TEMP_PREFIX = "ptgrader-"
+OWNER_FILE = "owner"
+
+#: Dedicated uids for kernels when the grader is root: no account uses them (see kernel_uid).
+UID_BASE = 1_950_000_000
+UID_COUNT = 4096
+UID_LOCKS = Path(tempfile.gettempdir()) / "ptgrader-uids"
+
+GIB, MIB = 1 << 30, 1 << 20
+#: The largest message the grader takes from a kernel: a bigger one drops that channel (the cell then
+#: times out) instead of growing the grader's memory. Cell output is cut at 20 kB anyway.
+MAX_MESSAGE_BYTES = 32 * MIB
+
+#: Environment variables a kernel keeps from the grader's (settings of torch and its libraries;
+#: nothing else: the grader's environment may hold credentials, and the kernel's output is shown).
+KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "SOURCE_DATE_EPOCH", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+KEPT_ENV_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_", "ONEDNN_", "DNNL_", "ATEN_", "TORCH_", "PYTORCH_", "KINETO_",
+                     "CUBLAS_", "CUDNN_", "NVIDIA_", "ROCR_", "HSA_")
+#: Accelerator device nodes a kernel may open (only those that exist are bound).
+ACCELERATOR_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd")
+
+
+def _process_start(pid: int) -> str:
+    """A process's start time (field 22 of /proc/<pid>/stat), "" when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_alive(folder: Path) -> bool:
+    try:
+        pid, start = (folder / OWNER_FILE).read_text().split()
+    except (OSError, ValueError):  # half made: its owner is alive if it is younger than a minute
+        return time.time() - folder.stat().st_mtime < 60
+    return _process_start(int(pid)) == start
+
+
+class GraderTemp:
+    """This process's temporary folder: one per grading process, removed at exit or by the next grader."""
+
+    _current: ClassVar[GraderTemp | None] = None
+
+    @classmethod
+    def current(cls) -> GraderTemp:
+        if cls._current is None or not cls._current.path.is_dir():
+            cls.remove_stale()
+            cls._current = cls()
+            atexit.register(cls._current.remove)
+        return cls._current
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        (self.path / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}\n")
+
+    def kernel_folder(self) -> Path:
+        folder = self.path / f"k-{uuid.uuid4().hex[:12]}"
+        folder.mkdir(mode=0o700)
+        return folder
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    @staticmethod
+    def remove_stale(parent: Path | None = None) -> list[Path]:
+        """Remove the ``ptgrader-*`` folders of grading processes that are gone; return them."""
+        removed = []
+        for folder in sorted((parent or Path(tempfile.gettempdir())).glob(TEMP_PREFIX + "*")):
+            if folder.is_dir() and not folder.is_symlink() and folder != UID_LOCKS and not _owner_alive(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
+
+
+_held_uid: tuple[int, int] | None = None  # (uid, lock file descriptor) of this process
+
+
+def kernel_uid() -> int:
+    """This grading process's dedicated kernel uid (root only): the first one of the range it can lock."""
+    global _held_uid
+    if _held_uid is not None:
+        return _held_uid[0]
+    UID_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    if UID_LOCKS.is_symlink() or UID_LOCKS.stat().st_uid != 0:
+        raise jail.JailError(f"{UID_LOCKS} is not root's own folder: refusing to take kernel uids from it")
+    taken = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 3}
+    start = os.getpid() % UID_COUNT  # graders side by side mostly try different uids first
+    for offset in range(UID_COUNT):
+        uid = UID_BASE + (start + offset) % UID_COUNT
+        if uid in taken:
+            continue
+        descriptor = os.open(UID_LOCKS / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            continue
+        _held_uid = (uid, descriptor)
+        return uid
+    raise jail.JailError(f"all {UID_COUNT} kernel uids from {UID_BASE} are in use by other graders")
+
+
+#: Memory of all of a kernel's processes together (its control group): ten times the heaviest lab's
+#: resident peak (0.47 GiB), plus its 512 MiB of writable folders, which live in memory.
+TREE_MEMORY = 6 * GIB
+
+
+def default_limits() -> dict[str, int]:
+    """rlimits of a kernel: ten times what the honest solution of the heaviest lab used.
+
+    Measured on a 2-core machine (book/instructors.md): lab 06 peaked at 1.8 GiB of address space,
+    0.47 GiB resident, 17 threads and 65 open files, and wrote no file. Address space: that peak
+    plus ten times its resident size, and room for one thread stack and malloc arena per extra
+    core; processes (threads count): ten times 15 plus one per core; files: 64 MiB each.
+    """
+    cpus = os.cpu_count() or 2
+    return {
+        "address_space": 7 * GIB + 80 * MIB * max(0, cpus - 2),
+        "processes": 10 * (15 + cpus),
+        "file_size": 64 * MIB,
+        "open_files": 1024,
+        "core": 0,
+    }
+
+
+def _is_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+@dataclass
+class Isolation:
+    """How this grader jails its kernels (one per grading process; see GuardedExecute's settings)."""
+
+    course: str  # the course root: never visible in a kernel, nor any folder holding it
+    limits: dict[str, int] = field(default_factory=default_limits)
+    scratch_bytes: int = 512 * MIB  # the tmpfs that holds a kernel's writable folders
+    devices: tuple[str, ...] = ()
+    memory_bytes: int = TREE_MEMORY  # all of a kernel's processes together (a control group, where there is one)
+
+    def __post_init__(self) -> None:
+        self.userns = os.geteuid() != 0
+        self.uid = 1000 if self.userns else kernel_uid()
+        self.readonly = self._readonly_paths()
+        self.hierarchy = cgroups.Hierarchy.find()
+        if self.hierarchy is not None:
+            try:
+                self.hierarchy.prepare()
+                self.hierarchy.remove_stale()
+            except OSError:  # a hierarchy root may not write (a container's): the rlimits still hold
+                self.hierarchy = None
+
+    def describe(self) -> str:
+        """How the kernels are isolated, for the grading report."""
+        user = "user namespace" if self.userns else f"uid {self.uid}"
+        group = (f", {self.hierarchy.describe()}: {self.memory_bytes / GIB:g} GiB and {self.limits['processes']}"
+                 " processes for all of its processes") if self.hierarchy else ", rlimits only"
+        return f"jail: {user}{group}"
+
+    def _readonly_paths(self) -> list[str]:
+        """The interpreter, the environment and the folders on its import path; never the course."""
+        candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                      os.path.dirname(os.path.realpath(sys.executable))}
+        candidates |= {entry for entry in sys.path if entry and os.path.isabs(entry)}
+        for package in ("ptlabs", "ipykernel", "torch"):
+            spec = importlib.util.find_spec(package)
+            if spec is not None and spec.origin:
+                candidates.add(os.path.dirname(os.path.dirname(spec.origin)))
+        course, here = os.path.realpath(self.course), os.path.realpath(os.getcwd())
+        paths = []
+        for entry in sorted(candidates):
+            real = os.path.realpath(entry)
+            if not os.path.isdir(real) or real == "/":
+                continue
+            if _is_within(course, real) or _is_within(real, course) or _is_within(here, real):
+                continue  # holds the course (or is inside it), or the grader's own folder: not for a kernel
+            paths.append(entry)
+        return paths
+
+    def spec(self, folder: Path, env: dict[str, str]) -> jail.JailSpec:
+        root = folder / "root"
+        root.mkdir(exist_ok=True)
+        return jail.JailSpec(
+            root=str(root),
+            uid=self.uid,
+            gid=self.uid,
+            userns=self.userns,
+            readonly=self.readonly,
+            env=kernel_env(env),
+            limits=dict(self.limits),
+            size_bytes=self.scratch_bytes,
+            devices=list(self.devices),
+            connection_file=str(folder / "connection.json"),
+            pid_file=str(folder / "pid"),
+            cgroups=self._groups(folder),
+        )
+
+    def _groups(self, folder: Path) -> list[str]:
+        """A control group for the kernel about to start (none where the machine offers none)."""
+        if self.hierarchy is None:
+            return []
+        try:
+            return self.hierarchy.make(f"{cgroups.PREFIX}{os.getpid()}-{folder.name}", self.memory_bytes,
+                                       self.limits["processes"])
+        except OSError:
+            return []
+
+
+def kernel_env(grader_env: dict[str, str]) -> dict[str, str]:
+    """The kernel's environment: torch's settings from the grader's, and the jail's own folders."""
+    env = {key: value for key, value in grader_env.items() if key in KEPT_ENV or key.startswith(KEPT_ENV_PREFIXES)}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        HOME=jail.HOME,
+        TMPDIR="/tmp",
+        IPYTHONDIR=jail.HOME + "/.ipython",
+        MPLCONFIGDIR=jail.HOME + "/.matplotlib",
+        JUPYTER_CONFIG_DIR=jail.HOME + "/.jupyter",
+        JUPYTER_DATA_DIR=jail.HOME + "/.local/share/jupyter",
+        JUPYTER_RUNTIME_DIR=jail.RUN,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONSAFEPATH="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",  # ipykernel's debugger would warn about frozen modules
+        PYTHONNOUSERSITE="1",
+        NBGRADER_EXECUTION="autograde",
+        # ipykernel's parent: outside the kernel's PID namespace, so not one it could watch (no poller, no banner)
+        JPY_PARENT_PID="1",
+    )
+    return env
+
+
+def accelerator_devices() -> list[str]:
+    """Device nodes of the accelerators on this machine (NVIDIA, AMD), for a kernel that grades on them."""
+    found = [device for device in ACCELERATOR_DEVICES if os.path.exists(device)]
+    found += sorted(str(p) for p in Path("/dev").glob("nvidia[0-9]*"))
+    found += sorted(str(p) for p in Path("/dev/dri").glob("*")) if Path("/dev/dri").is_dir() else []
+    return found
+
+
+# ----------------------------------------------------------------------------------- kernel manager
+
+
+class KernelStartError(RuntimeError):
+    """The jailed kernel did not start (its keeper's log says why)."""
+
+
+class IsolatedKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager for a jailed ipykernel: started through jail.py or the warm server.
+
+    Set ``folder`` (a kernel folder of :class:`GraderTemp`), ``spec`` and optionally ``warm``
+    before starting it. After the start, ``kernel_pid`` is the kernel's pid (PID 1 of its
+    namespace, as seen here) and ``kernel_pidfd`` a pidfd on it.
+    """
+
+    folder: Path | None = None
+    spec: jail.JailSpec | None = None
+    warm: Any = None  # ptgrader.warm.WarmKernels
+    kernel_pid: int = 0
+    kernel_pidfd: int = -1
+    startup_timeout_s: float = 60.0
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.transport = "ipc"
+
+    def prepare(self, folder: Path, spec: jail.JailSpec | None, warm: Any = None) -> None:
+        """Use ``folder`` for this kernel; jail it with ``spec`` (None: run it unjailed, as the grader)."""
+        self.folder, self.spec, self.warm = folder, spec, warm
+        self.ip = str(folder / "ipc")  # jailed, only to pick socket numbers: the sockets live in the jail
+        self.connection_file = str(folder / "connection.json")
+        if spec is not None:
+            (folder / "spec.json").write_text(spec.to_json(), encoding="utf-8")
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        command = super().format_kernel_cmd(extra_arguments)
+        if self.spec is None:
+            return command
+        if command[1:3] != ["-m", "ipykernel_launcher"]:
+            raise KernelStartError(f"only ipykernel kernels are jailed, not {command[:3]}")
+        command = [jail.CONNECTION_FILE if arg == os.path.realpath(self.connection_file) else arg for arg in command]
+        # The working folder is not on the import path: a module a student writes there cannot stand in for one
+        # a test cell imports later (with PYTHONSAFEPATH for Python's own first entry).
+        command.append("--IPKernelApp.ignore_cwd=True")
+        if self.warm is not None:
+            return self.warm.kernel_command(str(self.folder / "spec.json"), command[3:])
+        return [sys.executable, "-I", "-S", str(JAIL_SCRIPT), str(self.folder / "spec.json"), "--", *command]
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self.spec is None:
+            return
+        assert self.folder is not None
+        pid_file = self.folder / "pid"
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            text = pid_file.read_text() if pid_file.exists() else ""
+            if text.endswith("\n"):
+                break
+            if await self.provisioner.poll() is not None or time.monotonic() > deadline:  # type: ignore[union-attr]
+                raise KernelStartError("the jailed kernel did not start (see the grader's log above)")
+            await asyncio.sleep(0.005)
+        kernel, keeper = (int(word) for word in text.split())
+        self.kernel_pid = kernel
+        with contextlib.suppress(OSError):
+            self.kernel_pidfd = os.pidfd_open(kernel)
+        if _parent_of(kernel) != keeper:  # gone already (and its pid taken): it cannot be reached
+            self.close_pidfd()
+            raise KernelStartError("the jailed kernel exited at once")
+        self.ip = f"/proc/{kernel}/root{jail.IPC_PREFIX}"
+
+    def client(self, **kwargs: Any) -> Any:
+        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own)."""
+        client = super().client(**kwargs)
+        if self.spec is not None:
+            import zmq
+
+            client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        return client
+
+    def cpu_seconds(self) -> float:
+        """CPU time the kernel and the children it waited for have used so far (0 when not known)."""
+        try:
+            fields = Path(f"/proc/{self.kernel_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def leftover_processes(self) -> int:
+        """How many processes besides the kernel run in its jail now (a detached child, a server...)."""
+        try:
+            return max(0, sum(name.isdigit() for name in os.listdir(f"/proc/{self.kernel_pid}/root/proc")) - 1)
+        except OSError:
+            return 0
+
+    def ensure_dead(self, wait_s: float = 10.0) -> bool:
+        """Kill the kernel, and with it everything in its PID namespace; True once all of it is gone.
+
+        Linux reports the kernel (PID 1 there) dead only after every other process of the namespace
+        is: one signal ends the whole tree, and no process list is read.
+        """
+        if self.kernel_pidfd < 0:
+            return True
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self.kernel_pidfd, signal.SIGKILL)
+        ready, _, _ = select.select([self.kernel_pidfd], [], [], wait_s)
+        if ready:
+            self.close_pidfd()
+        return bool(ready)
+
+    def close_pidfd(self) -> None:
+        if self.kernel_pidfd >= 0:
+            os.close(self.kernel_pidfd)
+            self.kernel_pidfd = -1
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return -1

@@ -1,0 +1,506 @@
+"""The code policy of a graded submission, checked by reading the code before any of it runs.
+
+The hidden tests run in the same kernel as the student's code, so a solution cell could rewrite
+the checks, the IPython shell or the names the tests read. None of that is needed to solve a lab:
+the labs ask for tensor code. So the grader reads every cell a student could have written and
+withholds the grade of a submission that reaches for a tool of tampering: an import beyond the
+allowed list, the IPython shell, files, dynamic code, attribute names spelled in strings, dunder
+attributes, private parts of modules, a change to a module or a class of one (under its own name
+or an alias), or a rebinding of a name the set-up or the test cells use. The labs' intro states
+the rule in words; ``ALLOWED_IMPORTS`` is its list of modules.
+
+This is defence in depth, not the wall: the kernel is jailed (:mod:`ptgrader.jail`), so code that
+gets past the policy can reach only its own submission's score.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+from dataclasses import dataclass, field
+
+from IPython.core import magic_arguments
+from IPython.core.inputtransformer2 import TransformerManager
+from IPython.core.magic import Magics
+from IPython.core.magics.execution import ExecutionMagics
+
+#: Top-level modules a solution may import (the labs' intro lists the same ones).
+ALLOWED_IMPORTS = frozenset({"torch", "math", "itertools", "functools", "collections", "typing", "dataclasses", "operator"})
+
+#: torch sub-packages that load code or files, start processes, or replace torch's own behaviour.
+FORBIDDEN_TORCH_PARTS = frozenset(
+    {"hub", "cpp_extension", "load_library", "package", "multiprocessing", "distributed", "overrides", "library", "ops"}
+)
+
+#: Names that evaluate code, reach the shell, touch files or processes, or rewrite attributes.
+FORBIDDEN_NAMES = frozenset(
+    {
+        "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "open", "breakpoint",
+        "exit", "quit", "setattr", "delattr", "get_ipython", "__builtins__", "memoryview",
+        # IPython's input and output history: it holds the source of the cell being graded.
+        "In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code",
+    }
+)
+
+#: Attributes that walk from an object to interpreter internals (frames, code, modules of the runtime).
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {
+        "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
+        "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
+        "shutil", "socket", "threading", "inspect", "gc", "pickle", "marshal", "types", "io", "tempfile",
+        "sqlite3", "atexit", "resource", "save", "load", "tofile", "fromfile", "from_file", "grading",
+        "autograde", "checks", "LEDGER", "mmap", "pathlib", "glob", "sysconfig", "site", "weakref", "warnings",
+        "logging", "traceback", "runpy", "pkgutil", "codeop", "linecache",
+    }
+)
+
+#: Dunder attributes and method names an honest solution uses (a class's constructor, a context manager).
+ALLOWED_DUNDERS = frozenset(
+    {"__init__", "__call__", "__enter__", "__exit__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
+     "__getitem__", "__contains__", "__name__", "__post_init__"}
+)
+
+#: Names bound by the locked setup cells and Python itself: rebinding one changes what the tests run.
+PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlabs"}
+
+#: The modules those names stand for: a student may import them under these names themselves.
+CONVENTIONAL_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
+
+#: IPython magics a student may use: they time code and run nothing else. Their option letters
+#: (IPython's own, IPython/core/magics/execution.py) are read off before the code is read.
+ALLOWED_MAGICS = frozenset({"time", "timeit"})
+_TIMEIT_OPTIONS = "n:r:tcp:qov:"
+
+#: torch's tensor types: a subclass of any of them can override how it compares.
+_TENSOR_TYPES = frozenset({"Tensor", "Parameter", "Buffer", "TensorBase"})
+#: Callables that reach an attribute by a name given as a string.
+_BY_NAME = frozenset({"getattr", "hasattr", "attrgetter", "methodcaller"})
+#: Callables that take code as a string (``torch.utils.benchmark.Timer(stmt=..., setup=...)``).
+_CODE_STRINGS = {"Timer": ("stmt", "setup", "global_setup")}
+
+_transformer = TransformerManager()
+_magics = Magics.__new__(Magics)
+_magics.options_table = {}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One place where a cell breaks the policy."""
+
+    cell: int  # index of the cell in the notebook (0-based)
+    line: int  # line in the cell (after IPython's magics were turned into Python)
+    what: str
+
+    def __str__(self) -> str:
+        return f"cell {self.cell + 1}, line {self.line}: {self.what}"  # counted from 1, as a reader counts
+
+
+@dataclass(frozen=True)
+class LabNames:
+    """What a lab's locked cells bind and read: the names a student's cell must leave alone.
+
+    ``setup``: names the locked cells that are not test cells (set-up, bootstrap, given code)
+    bind. ``tests_read``: names the test cells read without binding them (``device``, a given
+    helper). ``locked``: every name any locked cell binds, test cells' ``expected`` and
+    ``reference_*`` included.
+    """
+
+    setup: frozenset[str] = frozenset()
+    tests_read: frozenset[str] = frozenset()
+    locked: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, locked_sources: dict[str, str], test_ids: set[str]) -> LabNames:
+        setup: set[str] = set()
+        read: set[str] = set()
+        bound_in_tests: set[str] = set()
+        for grade_id, source in locked_sources.items():
+            scopes = _global_names(source)
+            if scopes is None:
+                continue
+            bound, loaded = scopes
+            if grade_id in test_ids:
+                bound_in_tests |= bound
+                read |= loaded
+            else:
+                setup |= bound
+        tests_read = read - bound_in_tests - set(dir(builtins))
+        return cls(frozenset(setup), frozenset(tests_read), frozenset(setup | bound_in_tests))
+
+    @property
+    def guarded(self) -> frozenset[str]:
+        """Names a student cell may not bind at its top level: set-up names that the tests read."""
+        return self.setup & (self.tests_read | PROTECTED_NAMES)
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(_transformer.transform_cell(source))
+    except SyntaxError:
+        return None
+
+
+def _global_names(source: str) -> tuple[set[str], set[str]] | None:
+    """(notebook globals a cell binds, notebook globals it reads), by Python's own scope rules (symtable)."""
+    try:
+        table = symtable.symtable(_transformer.transform_cell(source), "<cell>", "exec")
+    except SyntaxError:
+        return None
+    bound = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
+    read = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()}
+    pending = list(table.get_children())
+    while pending:  # functions, classes and comprehensions: the names they take from the notebook
+        scope = pending.pop()
+        pending += scope.get_children()
+        for symbol in scope.get_symbols():
+            if symbol.is_global():
+                if symbol.is_referenced():
+                    read.add(symbol.get_name())
+                if symbol.is_declared_global() and symbol.is_assigned():
+                    bound.add(symbol.get_name())
+    return bound, read
+
+
+def _last_name(node: ast.AST) -> str:
+    """``Tensor`` for ``torch.Tensor`` or ``Tensor``."""
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """The name at the start of an attribute chain (``torch`` for ``torch.nn.functional.relu``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_chain(node: ast.AST) -> bool:
+    """A plain name or attribute chain (``torch.nn``, ``F``): what an alias of a module or class looks like."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _bad_attribute(name: str) -> str:
+    """Why an attribute name spelled in a string is refused ("" when it is harmless)."""
+    if name.startswith("__") and name.endswith("__"):
+        return "" if name in ALLOWED_DUNDERS else f"the dunder attribute {name}"
+    if name.startswith("_"):
+        return f"the private attribute {name}"
+    if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_TORCH_PARTS or name in FORBIDDEN_NAMES:
+        return f"the attribute {name}"
+    return ""
+
+
+@dataclass
+class _Reader(ast.NodeVisitor):
+    """Collects the policy findings of one cell."""
+
+    cell: int
+    module_names: set[str]  # names bound to modules or their classes (imports, aliases, setup imports)
+    setup_modules: dict[str, str]
+    lab: LabNames
+    banned: set[str] = field(default_factory=set)  # names the setup bound to modules students may not use
+    findings: list[Finding] = field(default_factory=list)
+    depth: int = 0  # 0 at the cell's top level, where a binding is a notebook global
+    called: set[int] = field(default_factory=set)  # ids of the nodes that are the function of a call
+
+    def flag(self, node: ast.AST, what: str) -> None:
+        self.findings.append(Finding(self.cell, getattr(node, "lineno", 0), what))
+
+    # ------------------------------------------------------------------------------ imports
+
+    def check_import(self, node: ast.AST, module: str) -> None:
+        top = module.split(".")[0]
+        parts = set(module.split("."))
+        if top not in ALLOWED_IMPORTS:
+            self.flag(node, f"imports {module} (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
+        elif parts & FORBIDDEN_TORCH_PARTS or any(part.startswith("_") for part in parts):
+            self.flag(node, f"imports {module}, a part of torch the labs do not allow")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.check_import(node, alias.name)
+            # `import a.b` binds `a` to the package a; `import a.b as c` binds `c` to a.b
+            bound, imported = (alias.asname, alias.name) if alias.asname else (alias.name.split(".")[0],) * 2
+            if self.depth == 0:  # `import math` binds math to math: harmless (check_binding knows)
+                self.check_binding(node, bound, imported=imported)
+            self.module_names.add(bound)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self.check_import(node, "." * node.level + (node.module or ""))
+        for alias in node.names:
+            if alias.name == "*" or alias.name in FORBIDDEN_NAMES or alias.name in FORBIDDEN_TORCH_PARTS:
+                self.flag(node, f"imports {alias.name!r} from {node.module}")
+            elif _bad_attribute(alias.name):
+                self.flag(node, f"imports {_bad_attribute(alias.name)} from {node.module}")
+            bound = alias.asname or alias.name
+            if self.depth == 0:
+                self.check_binding(node, bound, imported=f"{node.module}.{alias.name}")
+            self.module_names.add(bound)  # a module or one of its classes or functions: never to be changed
+
+    # ----------------------------------------------------------------------------- bindings
+
+    def check_binding(self, node: ast.AST, name: str, *, imported: str = "") -> None:
+        # Importing a module under its usual name (``import torch.nn.functional as F``) changes nothing.
+        if imported and (CONVENTIONAL_NAMES.get(name) == imported or name == imported):
+            return
+        if name in PROTECTED_NAMES:
+            self.flag(node, f"rebinds {name!r}, a name the setup or Python defines")
+        elif name in self.lab.guarded:
+            self.flag(node, f"rebinds {name!r}, which the lab's set-up defines and its tests read")
+        elif name.startswith("_ptgrader"):
+            self.flag(node, f"rebinds {name!r}, a name of the grader")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in FORBIDDEN_NAMES or node.id in self.banned:
+            self.flag(node, f"uses {node.id}")
+        elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
+            self.flag(node, f"uses {node.id}")
+        elif node.id in _BY_NAME and id(node) not in self.called:
+            self.flag(node, f"uses {node.id} as a value (it reaches attributes by computed names)")
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
+            self.check_binding(node, node.id)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._aliases(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._aliases([node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._aliases([node.target], node.value)
+        self.generic_visit(node)
+
+    def _aliases(self, targets: list[ast.expr], value: ast.expr) -> None:
+        """``T = torch.Tensor``, ``t = torch``, ``T = type(x)``: the new name is a module (or class) too."""
+        values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        for target in targets:
+            names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            for name, item in zip(names, values if len(values) == len(names) else values * len(names), strict=False):
+                is_type = isinstance(item, ast.Call) and isinstance(item.func, ast.Name) and item.func.id == "type"
+                if isinstance(name, ast.Name) and (is_type or (_is_chain(item) and _root_name(item) in self.module_names)):
+                    self.module_names.add(name.id)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name and self.depth == 0:
+            self.check_binding(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name and self.depth == 0:
+            self.check_binding(node, node.name)
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name and self.depth == 0:
+            self.check_binding(node, node.name)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest and self.depth == 0:
+            self.check_binding(node, node.rest)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self._declared(node, node.names, "global")
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        self._declared(node, node.names, "nonlocal")
+
+    def _declared(self, node: ast.AST, names: list[str], keyword: str) -> None:
+        for name in names:
+            if name in PROTECTED_NAMES or name in self.lab.locked or name in self.lab.tests_read:
+                self.flag(node, f"declares {name!r} {keyword}: a name the lab's locked cells use")
+            else:
+                self.check_binding(node, name)
+
+    # --------------------------------------------------------------------------- attributes
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        attr = node.attr
+        root = _root_name(node)
+        if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+            self.flag(node, f"uses the attribute {attr}")
+        elif attr in FORBIDDEN_ATTRIBUTES or (root in self.module_names and attr in FORBIDDEN_TORCH_PARTS):
+            self.flag(node, f"uses .{attr}")
+        elif root in self.module_names and attr.startswith("_"):
+            self.flag(node, f"uses the private attribute {root}...{attr}")
+        elif attr in _BY_NAME and id(node) not in self.called:
+            self.flag(node, f"uses {attr} as a value (it reaches attributes by computed names)")
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            if root in self.module_names or root in PROTECTED_NAMES:
+                self.flag(node, f"changes {root}...{attr}, which belongs to a module or to Python")
+            elif root is None:  # `[type(x)][0].add = f`: a class reached through an expression
+                self.flag(node, f"changes the attribute {attr} of an expression (only of a name: `model.{attr} = ...`)")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.called.add(id(node.func))
+        if _allowed_magic(node):
+            # %time / %%timeit run their argument as code: read that code instead of the shell call.
+            for what, code in _magic_code(node):
+                if code is None:
+                    self.flag(node, f"in %{node.args[0].value}: {what} does not parse as Python")
+                    continue
+                self.findings += [
+                    Finding(self.cell, getattr(node, "lineno", 0), f"in %{node.args[0].value}: {finding.what}")
+                    for finding in scan_cell(code, self.cell, self.setup_modules, lab=self.lab)
+                ]
+            return
+        name = _last_name(node.func)
+        if name in _BY_NAME:
+            self._by_name(node, name)
+        elif name == "type" and len(node.args) == 3:
+            self.flag(node, "makes a class with type(name, bases, namespace)")
+        elif name in _CODE_STRINGS:
+            self._code_strings(node, name)
+        self.generic_visit(node)
+
+    def _by_name(self, node: ast.Call, name: str) -> None:
+        """getattr(x, "name"), attrgetter("a.b"), methodcaller("name"): the names must be constant and harmless."""
+        strings = node.args[1:2] if name in ("getattr", "hasattr") else node.args[:1]
+        if name == "attrgetter":
+            strings = node.args
+        if not strings or node.keywords and name != "methodcaller":
+            self.flag(node, f"{name} without a constant attribute name")
+            return
+        for argument in strings:
+            if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
+                self.flag(node, f"{name} with a computed attribute name")
+                continue
+            for part in argument.value.split("."):
+                why = _bad_attribute(part)
+                if why:
+                    self.flag(node, f"{name} reaching {why}")
+
+    def _code_strings(self, node: ast.Call, name: str) -> None:
+        """``Timer(stmt="...")`` runs its strings as code: read them as the cell's own code."""
+        keywords = _CODE_STRINGS[name]
+        pieces = list(zip(keywords, node.args, strict=False)) + [(k.arg, k.value) for k in node.keywords if k.arg in keywords]
+        for keyword, value in pieces:
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                self.flag(node, f"{name}({keyword}=...) with code that is not a constant string")
+                continue
+            if _parse(value.value) is None:
+                self.flag(node, f"{name}({keyword}=...) with code that does not parse")
+                continue
+            self.findings += [
+                Finding(self.cell, getattr(node, "lineno", 0), f"in {name}({keyword}=...): {finding.what}")
+                for finding in scan_cell(value.value, self.cell, self.setup_modules, lab=self.lab)
+            ]
+
+    # ------------------------------------------------------------------------------- scopes
+
+    def _visit_scope(self, node: ast.AST, name: str | None) -> None:
+        if name is not None:
+            if name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDERS:
+                self.flag(node, f"defines {name}")
+            if self.depth == 0:
+                self.check_binding(node, name)
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._visit_scope(node, node.name)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._visit_scope(node, node.name)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        # A tensor subclass can override the very methods the checks compare with.
+        if any(isinstance(base, (ast.Name, ast.Attribute)) and _last_name(base) in _TENSOR_TYPES for base in node.bases):
+            self.flag(node, f"defines {node.name}, a subclass of torch.Tensor")
+        if any(not _is_chain(base) for base in node.bases):
+            self.flag(node, f"defines {node.name} on a base class that is computed (`class X(type(y))`)")
+        if node.keywords:
+            self.flag(node, f"defines {node.name} with a metaclass or class keywords")
+        self._visit_scope(node, node.name)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._visit_scope(node, None)
+
+
+def _allowed_magic(node: ast.Call) -> bool:
+    """``get_ipython().run_line_magic("time", "<code>")`` (or run_cell_magic) of an allowed magic."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("run_line_magic", "run_cell_magic")
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "get_ipython"
+        and not func.value.args
+        and len(node.args) >= 2
+        and not node.keywords
+        and all(isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in node.args)
+        and node.args[0].value in ALLOWED_MAGICS
+    )
+
+
+def _magic_code(node: ast.Call) -> list[tuple[str, str | None]]:
+    """The code an allowed magic runs, read the way IPython reads it: (what, code or None if it does not parse).
+
+    ``%timeit -n1 -r1 STMT`` runs STMT; ``%%timeit -n1 SETUP`` runs SETUP, then the cell;
+    ``%time [--no-raise-error] STMT`` runs STMT; ``%%time`` runs the cell.
+    """
+    name, line = node.args[0].value, node.args[1].value
+    cell = node.args[2].value if len(node.args) > 2 else None
+    if name == "timeit":
+        _, statement = _magics.parse_options(line, _TIMEIT_OPTIONS, posix=False, strict=False, preserve_non_opts=True)
+    else:
+        _, extra = magic_arguments.parse_argstring(ExecutionMagics.time, line, partial=True)
+        statement = " ".join(extra)
+    found = []
+    for what, code in (("the code after its options", statement), ("the cell", cell)):
+        if code is not None and code.strip():
+            found.append((what, code if _parse(code) is not None else None))
+    return found
+
+
+def setup_module_names(trusted_sources: list[str]) -> dict[str, str]:
+    """Names that the trusted (locked) cells bind to modules: ``{"F": "torch.nn.functional", ...}``.
+
+    The setup and bootstrap cells import modules a student may not (``os`` and ``subprocess``
+    for the Colab install): their names stay bound in the kernel, so a student cell that uses
+    them without importing anything must be caught as if it had imported them.
+    """
+    names: dict[str, str] = {}
+    for source in trusted_sources:
+        tree = _parse(source)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:  # `import a.b` binds `a` to the package a; `import a.b as c`, `c` to a.b
+                    top = alias.name.split(".")[0]
+                    names[alias.asname or top] = alias.name if alias.asname else top
+            elif isinstance(node, ast.ImportFrom):
+                names.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+    return names
+
+
+def scan_cell(source: str, cell: int, setup_modules: dict[str, str], *, lab: LabNames | None = None) -> list[Finding]:
+    """The policy findings of one student cell ([] when it keeps to the rules).
+
+    The cell is first turned into Python the way IPython does it, so ``!cmd`` and ``%magic``
+    appear as the ``get_ipython()`` calls they are. A cell that does not parse is left alone:
+    the kernel cannot run it either (a magic's code that does not parse is refused: IPython
+    might read it otherwise).
+    """
+    tree = _parse(source)
+    if tree is None:
+        return []
+    reader = _Reader(cell, set(setup_modules), setup_modules, lab or LabNames())
+    reader.banned = {name for name, module in setup_modules.items() if not _allowed_to_use(module)}
+    reader.visit(tree)
+    return reader.findings
+
+
+def _allowed_to_use(module: str) -> bool:
+    """May a student cell use a name the setup bound to ``module``? (torch yes, ptlabs yes, os no)."""
+    top = module.split(".")[0]
+    return (top in ALLOWED_IMPORTS or top == "ptlabs") and not set(module.split(".")) & FORBIDDEN_TORCH_PARTS
