@@ -23,7 +23,7 @@ of issue 21, one case per class (the cheats' first lines say what they try):
 1. forbidden things reached without forbidden syntax: ``reach_by_name`` (getattr/attrgetter/
    reduce by name, a magic's options, an alias of a torch module, ``except ... as`` a builtin);
 2. what the test cell reads changed after the student's code ran: ``rebind_test_globals`` (a
-   replaced ``ptlabs.grading`` that would receive the token, ``global expected``);
+   replaced ``ptchecks`` that would receive the token, ``global expected``);
 3. persisting past the kernel: ``outlive_the_kernel`` (bytecode in ptlabs, a fork-and-exit chain
    that writes the gradebook, the next submission and HOME later);
 4. attacking the grader: ``attack_the_grader`` (SIGKILL, ``/proc/<pid>/mem``, a stalled socket);

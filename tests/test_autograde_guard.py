@@ -39,14 +39,14 @@ SETUP = setup_module_names(
     [
         "import importlib.util, os, subprocess, sys",  # the Colab bootstrap cell
         "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\nimport ptlabs\n"
-        "import ptlabs.grading",
+        "import ptchecks",
     ]
 )
 #: A lab whose set-up binds `device` and whose test cell binds `expected` and reads `device`.
 LAB = LabNames.of(
     {
-        "setup": "import torch\nimport ptlabs.grading\ndevice = torch.device('cpu')",
-        "test_f": "expected = torch.ones(2, device=device)\nptlabs.grading.check_close(f(), expected, name='f')",
+        "setup": "import torch\nimport ptchecks\ndevice = torch.device('cpu')",
+        "test_f": "expected = torch.ones(2, device=device)\nptchecks.check_close(f(), expected, name='f')",
     },
     {"test_f"},
 )
@@ -76,7 +76,7 @@ HONEST = [
 CHEATS = {
     "torch.testing.assert_close = lambda *a, **k: None": "changes torch...assert_close",
     "ptlabs.check_close = print": "changes ptlabs...check_close",
-    "import ptlabs.grading as g\ng.canaries = print": "imports ptlabs.grading",
+    "import ptchecks as g\ng.canaries = print": "imports ptchecks",
     "get_ipython().ast_transformers.append(t)": "uses get_ipython",
     "!rm gradebook.db": "uses get_ipython",
     "os.system('sqlite3 ../../../gradebook.db')": "uses os",
@@ -605,10 +605,10 @@ def run(code, silent=False):
     with contextlib.redirect_stdout(out):
         result = shell.run_cell(code, silent=silent, store_history=False)
     return type(result.error_in_exec).__name__, repr(out.getvalue())  # one line: the error's type, then the output
-run("import torch\nimport ptlabs\nimport ptlabs.grading\ndevice = torch.device('cpu')")
+run("import torch\nimport ptlabs\nimport ptchecks\ndevice = torch.device('cpu')")
 test = ("expected = torch.full((2,), 2.0, device=device)\n"
-        "ptlabs.grading.check_close(double(torch.ones(2)), expected, name='double')\n"
-        "ptlabs.grading.canaries()")
+        "ptchecks.check_close(double(torch.ones(2)), expected, name='double')\n"
+        "ptchecks.canaries()")
 run(contract.hold_source({"test_double": test}), silent=True)
 # A wrong answer that rebinds, while the test calls it, the globals the test reads next.
 run(
@@ -623,12 +623,12 @@ print("REBOUND", *run(contract.run_line("test_double")))
 # A replaced checks module that passes everything and would print any token it is given.
 run(
     "import sys, types\n"
-    "fake = types.ModuleType('ptlabs.grading')\n"
+    "fake = types.ModuleType('ptchecks')\n"
     "fake.check_close = lambda *a, **k: print('fake pass')\n"
     "fake.canaries = lambda: None\n"
     "fake.complete = lambda test_id, token, count: print('ptlabs-grading: %s complete %s' % (test_id, token))\n"
-    "sys.modules['ptlabs.grading'] = fake\n"
-    "ptlabs.grading = fake\n"
+    "sys.modules['ptchecks'] = fake\n"
+    "ptchecks = fake\n"
 )
 print("REPLACED", *run(contract.run_line("test_double")))
 print("COMPLETE", *run(contract.complete_line("test_double", "TOKEN123", 1)))
@@ -650,10 +650,11 @@ def test_the_held_checks_ignore_rebound_globals_and_a_replaced_module(tmp_path: 
 
 
 def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
-    import ptlabs.grading
+    import ptchecks
 
-    assert contract.COMPLETION_FORMAT == ptlabs.grading.COMPLETION_FORMAT
-    assert contract.CHECKS_MODULE == ptlabs.grading.__name__
+    assert contract.COMPLETION_FORMAT == ptchecks.COMPLETION_FORMAT
+    assert channel.MIME == ptchecks.OUTPUT_MIME
+    assert contract.CHECKS_MODULE == ptchecks.__name__
     compile(contract.hold_source({"test_x": "x = 1\n'''quotes'''"}), "hold", "exec")
 
 
@@ -766,15 +767,15 @@ def _nbgrader_cell(kind: str, source: str, grade_id: str, **extra: object) -> nb
 
 
 #: A notebook of its own (not a lab) whose test cell only computes the student's outputs and sends them out.
-DEMO_SETUP = "import torch\nimport ptlabs\nimport ptlabs.grading\nfrom ptgrader.channel import emit"
+DEMO_SETUP = "import torch\nimport ptlabs\nimport ptchecks"
 DEMO_SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
 DEMO_TEST = (
     "inputs = [torch.arange(6.0).reshape(2, 3), torch.tensor([[-1.5]]), torch.arange(4)]\n"
     "for index, x in enumerate(inputs):\n"
-    "    emit(f'double, input {index}', double(x))\n"
+    "    ptchecks.emit(f'double, input {index}', double(x))\n"
     "### BEGIN HIDDEN TESTS\n"
-    "emit('double, non-contiguous', double(torch.arange(12.0).reshape(3, 4).t()))\n"
-    "ptlabs.grading.canaries()\n"
+    "ptchecks.emit('double, non-contiguous', double(torch.arange(12.0).reshape(3, 4).t()))\n"
+    "ptchecks.canaries()\n"
     "### END HIDDEN TESTS"
 )
 #: Takes the in-kernel verdict over entirely: the test cell runs nothing, and its completion token is printed.

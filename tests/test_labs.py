@@ -36,7 +36,7 @@ HOSTILE = [
 MAX_GRADED_NOTEBOOK_BYTES = 1_000_000
 MIN_FIXTURES_PER_PART = 8
 END_HIDDEN = "### END HIDDEN TESTS"
-CANARIES = "ptlabs.grading.canaries()"
+CANARIES = "ptchecks.canaries()"
 
 
 def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str, nbformat.NotebookNode]]:
@@ -141,8 +141,8 @@ def test_every_part_is_complete(lab: str) -> None:
         if not code or not lab_tools.nbgrader_meta(code[0]).get("locked"):
             problems.append(f"{path.name}: the first code cell (the Colab set-up) is not locked; run `make refresh`")
         setup = [cell for cell in code if lab_tools.nbgrader_meta(cell).get("grade_id") == "setup"]
-        if not setup or "import ptlabs.grading" not in setup[0].source:
-            problems.append(f"{path.name}: no locked cell with grade_id 'setup' that imports ptlabs.grading")
+        if not setup or "import ptchecks" not in setup[0].source:
+            problems.append(f"{path.name}: no locked cell with grade_id 'setup' that imports ptchecks")
     for fixture in lab_tools.fixtures(lab):
         if fixture.grade_id not in solutions:
             problems.append(f"{fixture.path.name}: {lab} has no solution cell {fixture.grade_id}")

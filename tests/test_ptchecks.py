@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ptlabs
-import ptlabs.grading as grading
+import ptchecks as grading
 from ptlabs import ExerciseError
 from ptlabs.checks import LEDGER
 

@@ -1,23 +1,35 @@
-"""The labs' hidden-test helpers, and the in-kernel half of the grader.
+"""The checks the labs' test cells call inside a kernel, and the in-kernel half of the grader.
+
+The book has three rooms: the learners' helpers (``ptlabs``), these checks (``ptchecks``, installed
+with ``ptlabs`` because the labs' visible tests call them too, and imported by neither), and the
+grading service (``ptgrader``, in the repository only), which names this module but never imports it.
 
 nbgrader runs a student's code in the same Python process as the tests that grade it, so any
 checker a solution cell can reach, it can replace. This module is imported by every lab's locked
 setup cell, before any student code runs, and the hidden tests call it by full name
-(``ptlabs.grading.check_close``), never through a name defined in the notebook. At import it
+(``ptchecks.check_close``), never through a name defined in the notebook. At import it
 records what the checks rely on (torch's and Python's built-in functions, the checkers
 themselves, IPython's code transformers); :func:`canaries`, the last line of every hidden block,
 proves that the checkers still reject known-wrong values, that the call counter still sees calls,
 and that nothing recorded has been replaced since.
 
 :func:`begin` and :func:`complete` are not written in notebooks: the autograder
-(``ptlabs.autograde``) wraps each graded test cell in them, with a one-time token, and gives a
-cell its points only when the token is printed, i.e. when the cell's last line ran after as many
-successful checks as the reference solution made and no failure.
+(``ptgrader``) wraps each graded test cell in them, with a one-time token, and gives a cell its
+points only when the token is printed, i.e. when the cell's last line ran after as many successful
+checks as the reference solution made and no failure.
+
+:func:`emit` is how a hidden test leaves the verdict to the grader: it sends the student's output
+out of the kernel, and the grader compares it with what the reference solution sent on the same
+inputs, outside the kernel (``ptgrader.channel``). A hidden test that emits keeps no reference
+values in the kernel, so code that rewrote anything in the kernel still has to compute them.
 """
 
 from __future__ import annotations
 
+import base64
 import builtins
+import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,8 +37,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import checks as _checks
-from .checks import LEDGER, ExerciseError, verdict
+from ptlabs import checks as _checks
+from ptlabs.checks import LEDGER, ExerciseError, verdict
 
 __all__ = [
     "TorchCallCounter",
@@ -40,6 +52,7 @@ __all__ = [
     "check_true",
     "complete",
     "count_hooks",
+    "emit",
 ]
 
 #: The line the autograder looks for at the end of a graded test cell.
@@ -187,7 +200,7 @@ def _namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "torch.overrides", vars(torch.overrides)
     yield "ptlabs", vars(ptlabs)
     yield "ptlabs.checks", vars(_checks)
-    yield "ptlabs.grading", vars(sys.modules[__name__])
+    yield "ptchecks", vars(sys.modules[__name__])
 
 
 #: Namespaces of classes: unlike a module's, they gain no entries on their own.
@@ -277,10 +290,6 @@ class _Snapshot:
             found.append("a global nn.Module hook was registered")
         if (sys.gettrace(), sys.getprofile(), tuple(sys.meta_path)) != self.hooks:
             found.append("a trace/profile function or an import hook was installed")
-        import ptlabs
-
-        if getattr(ptlabs, "grading", None) is not sys.modules[__name__]:
-            found.append("ptlabs.grading is not the module the setup cell imported")
         if torch._C._len_torch_function_stack() != 0:
             found.append("a TorchFunctionMode is active")
         return found
@@ -354,6 +363,44 @@ def complete(test_id: str, token: str, expected_checks: int) -> None:
     if expected_checks >= 0 and passes != expected_checks:
         raise ExerciseError(f"{test_id}: {passes} check(s) passed, the reference solution passes {expected_checks}")
     print(COMPLETION_FORMAT.format(test_id=test_id, token=token))
+
+
+# ------------------------------------------------------------------------ outputs sent to the grader
+
+#: The display type of an output sent to the grader; ``ptgrader.channel.MIME`` (a test holds them equal).
+OUTPUT_MIME = "application/vnd.ptgrader.output+json"
+#: Set by nbgrader in the kernels it grades with (and by the grading service's jail).
+_GRADING = ("NBGRADER_EXECUTION", "autograde")
+_SENT: set[str] = set()
+
+
+def emit(name: str, value: Any) -> None:
+    """Send one output of the student's code to the grader, which compares it outside the kernel.
+
+    A tensor goes as safetensors bytes (detached, on the CPU, contiguous) and is compared with
+    ``torch.testing.assert_close`` (dtype and shape included); anything else must be plain JSON
+    (numbers, strings, lists, dicts), compared exactly but for floats (to float32's precision). Each name is used once per notebook, so that a
+    loop cannot overwrite an earlier output by mistake. Outside grading (a learner's run, the
+    book's tests) nothing is sent; the value is still checked, so a mistake shows up there first.
+    """
+    if name in _SENT:
+        raise ValueError(f"emit: the output name {name!r} was already used in this notebook")
+    if isinstance(value, torch.Tensor):
+        _plain_tensor(value, name)
+        tensor = value.detach().to("cpu").contiguous()
+        from safetensors.torch import save
+
+        payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode()}
+    else:
+        try:
+            payload = {"name": name, "json": json.loads(json.dumps(value, allow_nan=False))}
+        except (TypeError, ValueError) as problem:
+            raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
+    _SENT.add(name)
+    if os.environ.get(_GRADING[0]) == _GRADING[1]:
+        from IPython.display import display
+
+        display({OUTPUT_MIME: payload}, raw=True)
 
 
 # Last, so that the record includes every function above (and the record itself).

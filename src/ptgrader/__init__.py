@@ -3,7 +3,7 @@
 The repository has three rooms, and the imports go one way:
 
 - ``ptlabs`` (``src/ptlabs``): the learners' helpers, installed in Colab. It imports neither room below.
-- the checks the hidden tests call inside a kernel: today ``ptlabs.grading`` (the labs' test cells call
+- the checks the hidden tests call inside a kernel: today ``ptchecks`` (the labs' test cells call
   it by that name). The service names it in one place, :data:`ptgrader.contract.CHECKS_MODULE`, and
   never imports it (that would import torch into the grader).
 - ``ptgrader`` (this package): runs nbgrader's execution step safely. Its modules:

@@ -1,13 +1,9 @@
 """Outputs sent out of the kernel and compared by the grader: the score decided where student code cannot reach.
 
-Today the labs' hidden tests compare inside the kernel, in the same process as the student's
-code: whatever checks there is only as strong as the code policy (:mod:`ptgrader.policy`). This
-channel is the other way, shown end to end in ``tests/test_autograde_guard.py`` on a notebook of
-its own (not a lab):
-
-- **in the kernel**, a test cell only computes the student's outputs and sends each one out with
-  :func:`emit` (a tensor as safetensors bytes, a plain value as JSON) as a display message of
-  its own type, :data:`MIME`;
+- **in the kernel**, a hidden test only computes the student's outputs and sends each one out with
+  ``ptchecks.emit`` (a tensor as safetensors bytes, a plain value as JSON) as a display message of
+  its own type, :data:`MIME`. The kernel's half lives with the checks, since it must be importable
+  there; this module is the grader's half and imports nothing of them;
 - **in the grader**, :class:`~ptgrader.execute.GuardedExecute` takes those messages out of the
   output stream (they never reach the graded notebook), decodes them without running anything
   (safetensors and JSON, no pickle), runs the lab's *source* notebook once in the same jail to
@@ -15,19 +11,13 @@ its own (not a lab):
   name (:func:`differences`). A test cell with reference outputs earns its points only if every
   one of them came back and matches: a kernel that forges the in-kernel verdict (the completion
   token, the canaries) still scores nothing unless it computed the right values.
-
-:func:`emit` is the kernel's half: it imports only torch, safetensors and IPython, nothing of the
-service, and belongs with the checks the hidden tests call (``ptlabs.grading``) once a lab uses it.
-What a lab's test cell changes to grade this way: it keeps its inputs (seeded, or built from a
-generator of its own so that the student's code cannot shift them), calls ``emit(name, output)``
-for each output it would have checked, and drops the in-kernel reference implementation and the
-expected values (the grader holds them).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 #: The display type of an output sent to the grader.
@@ -35,28 +25,6 @@ MIME = "application/vnd.ptgrader.output+json"
 #: The most outputs, and bytes of outputs, the grader keeps from one submission (more are dropped).
 MAX_OUTPUTS = 1024
 MAX_BYTES = 64 << 20
-
-
-# ------------------------------------------------------------------------------------- in the kernel
-
-
-def emit(name: str, value: Any) -> None:
-    """Send one output of the student's code to the grader, under ``name`` (one name per output of a cell).
-
-    A tensor goes as safetensors bytes (moved to the CPU, detached, contiguous); anything else must be
-    plain JSON (numbers, strings, lists, dicts). Outside grading it shows a one-line note.
-    """
-    import torch
-    from IPython.display import display
-
-    if isinstance(value, torch.Tensor):
-        from safetensors.torch import save
-
-        payload = {"name": name, "safetensors": base64.b64encode(
-            save({"value": value.detach().to("cpu").contiguous()})).decode()}
-    else:
-        payload = {"name": name, "json": json.loads(json.dumps(value))}
-    display({MIME: payload, "text/plain": f"[output {name!r} sent to the grader]"}, raw=True)
 
 
 # ------------------------------------------------------------------------------------- in the grader
@@ -96,10 +64,23 @@ def differences(actual: dict[str, Any], reference: dict[str, Any]) -> list[str]:
             if not isinstance(value, torch.Tensor):
                 found.append(f"{name}: sent a {type(value).__name__}, expected a tensor")
                 continue
-            try:
-                torch.testing.assert_close(value, expected)
+            try:  # dtype, device and shape included; NaN matches NaN in the same place
+                torch.testing.assert_close(value, expected, equal_nan=True)
             except AssertionError as problem:
                 found.append(f"{name}: {str(problem).splitlines()[0]}")
-        elif value != expected or type(value) is not type(expected):
+        elif not same_json(value, expected):
             found.append(f"{name}: {value!r}, expected {expected!r}")
     return found
+
+
+def same_json(value: Any, expected: Any) -> bool:
+    """Equal JSON, with floats compared to float32's precision (two valid solutions may round differently)."""
+    if isinstance(expected, float) and type(value) in (int, float):
+        return math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-8)
+    if type(value) is not type(expected):
+        return False
+    if isinstance(expected, list):
+        return len(value) == len(expected) and all(map(same_json, value, expected))
+    if isinstance(expected, dict):
+        return value.keys() == expected.keys() and all(same_json(value[k], expected[k]) for k in expected)
+    return value == expected

@@ -1,6 +1,6 @@
 """What the grading service expects of the checks that run inside a kernel, and how it calls them.
 
-The checks live apart from the service: today in ``ptlabs.grading``, the module the labs' hidden
+The checks live apart from the service: today in ``ptchecks``, the module the labs' hidden
 tests call by full name. The service never imports them (that would import torch into the
 grader); it names them here, once. Moving the checks to a package of their own is a change of
 :data:`CHECKS_MODULE` (and of the labs' test cells, which call it by name).
@@ -24,10 +24,10 @@ How a graded test cell runs (:mod:`ptgrader.execute` sends these as separate exe
 from __future__ import annotations
 
 #: The module of checks the hidden tests call; the grader wraps each test cell in its begin/complete.
-CHECKS_MODULE = "ptlabs.grading"
+CHECKS_MODULE = "ptchecks"
 
 #: The line ``complete`` prints at the end of a graded test cell; the same as
-#: ``ptlabs.grading.COMPLETION_FORMAT`` (tests/test_autograde_guard.py holds them equal).
+#: ``ptchecks.COMPLETION_FORMAT`` (tests/test_autograde_guard.py holds them equal).
 COMPLETION_FORMAT = "ptlabs-grading: {test_id} complete {token}"
 
 #: Where the hold lives in the kernel: ``get_ipython().user_ns_hidden[HOLD]``.

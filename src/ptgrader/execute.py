@@ -140,7 +140,7 @@ class GuardedExecute(Execute):
             "matplotlib.font_manager", "ipykernel.kernelapp", "ipykernel.debugger",
         ],
         help="Modules a warm server imports once and every grading kernel is forked with (Linux; modules"
-        " not installed are skipped); an empty list starts each kernel cold. Never ptlabs.grading: its tamper"
+        " not installed are skipped); an empty list starts each kernel cold. Never ptchecks: its tamper"
         " record is taken in the kernel. The default holds what the labs import, torch.compile's and the ONNX"
         " exporter's modules included (about 3 s of CPU per kernel of labs 05 and 06).",
     ).tag(config=True)

@@ -49,8 +49,7 @@ FORBIDDEN_ATTRIBUTES = frozenset(
         "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
         "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
         "shutil", "socket", "threading", "inspect", "gc", "pickle", "marshal", "types", "io", "tempfile",
-        "sqlite3", "atexit", "resource", "save", "load", "tofile", "fromfile", "from_file", "grading",
-        "autograde", "checks", "LEDGER", "mmap", "pathlib", "glob", "sysconfig", "site", "weakref", "warnings",
+        "sqlite3", "atexit", "resource", "save", "load", "tofile", "fromfile", "from_file", "checks", "LEDGER", "mmap", "pathlib", "glob", "sysconfig", "site", "weakref", "warnings",
         "logging", "traceback", "runpy", "pkgutil", "codeop", "linecache",
     }
 )
@@ -62,7 +61,7 @@ ALLOWED_DUNDERS = frozenset(
 )
 
 #: Names bound by the locked setup cells and Python itself: rebinding one changes what the tests run.
-PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlabs"}
+PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlabs", "ptchecks"}
 
 #: The modules those names stand for: a student may import them under these names themselves.
 CONVENTIONAL_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}

@@ -3,7 +3,7 @@
 Why: each submission is graded in a fresh kernel, and a fresh kernel spends most of its CPU
 importing torch (2 s on a laptop core, three times that with ``torch._dynamo`` and ONNX's
 exporter) before the first cell runs. Here one server process per grading run imports the heavy
-modules once (never ``ptlabs.grading``, whose tamper record must be taken in the kernel itself)
+modules once (never ``ptchecks``, whose tamper record must be taken in the kernel itself)
 and, for each kernel, forks a keeper that jails a child exactly as ``jail.py`` jails a cold kernel
 (:func:`ptgrader.jail.run_jailed`: its own namespaces, uid and rlimits) and runs ipykernel there.
 Memory is copied on write: what one kernel does never reaches the server or the next kernel, and
