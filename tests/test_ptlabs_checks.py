@@ -108,7 +108,7 @@ def test_verdict_without_detail(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_check_close_refuses_a_tensor_subclass() -> None:
     # A subclass can override __eq__ or __torch_function__ so that any comparison agrees:
-    # the visible check refuses it, as the hidden ptlabs.grading checks do.
+    # the visible check refuses it, as the hidden ptchecks checks do.
     class Agreeable(torch.Tensor):
         pass
 
