@@ -371,32 +371,47 @@ def complete(test_id: str, token: str, expected_checks: int) -> None:
 OUTPUT_MIME = "application/vnd.ptgrader.output+json"
 #: Set by nbgrader in the kernels it grades with (and by the grading service's jail).
 _GRADING = ("NBGRADER_EXECUTION", "autograde")
-_SENT: set[str] = set()
+#: name -> the cell execution that sent it (a name twice in one run of a cell is a mistake).
+_SENT: dict[str, int] = {}
 
 
-def emit(name: str, value: Any) -> None:
+def _execution_count() -> int:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell.execution_count if shell is not None else 0
+
+
+def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
     """Send one output of the student's code to the grader, which compares it outside the kernel.
 
     A tensor goes as safetensors bytes (detached, on the CPU, contiguous) and is compared with
     ``torch.testing.assert_close`` (dtype and shape included); anything else must be plain JSON
-    (numbers, strings, lists, dicts), compared exactly but for floats (to float32's precision). Each name is used once per notebook, so that a
-    loop cannot overwrite an earlier output by mistake. Outside grading (a learner's run, the
-    book's tests) nothing is sent; the value is still checked, so a mistake shows up there first.
+    (numbers, strings, lists, dicts), compared exactly but for floats (to float32's precision).
+    ``rtol`` and ``atol`` (both or neither) widen a tensor's tolerance; the grader takes them from
+    the reference solution's run, never from the student's. A name is used once per run of a cell,
+    so that a loop cannot overwrite an earlier output by mistake. A meta tensor has no values: send
+    its shape and dtype as JSON instead. Outside grading (a learner's run, the book's tests) nothing
+    is sent; the value is still checked, so a mistake shows up there first.
     """
-    if name in _SENT:
-        raise ValueError(f"emit: the output name {name!r} was already used in this notebook")
+    if _SENT.get(name) == _execution_count():
+        raise ValueError(f"emit: the output name {name!r} was already used in this cell")
     if isinstance(value, torch.Tensor):
         _plain_tensor(value, name)
         tensor = value.detach().to("cpu").contiguous()
         from safetensors.torch import save
 
         payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode()}
+        if (rtol is None) != (atol is None):
+            raise ValueError(f"emit {name!r}: give both rtol and atol, or neither")
+        if rtol is not None:
+            payload.update(rtol=float(rtol), atol=float(atol))
     else:
         try:
             payload = {"name": name, "json": json.loads(json.dumps(value, allow_nan=False))}
         except (TypeError, ValueError) as problem:
             raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
-    _SENT.add(name)
+    _SENT[name] = _execution_count()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:
         from IPython.display import display
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 #: The display type of an output sent to the grader.
@@ -30,46 +31,61 @@ MAX_BYTES = 64 << 20
 # ------------------------------------------------------------------------------------- in the grader
 
 
-def decode(payload: object) -> tuple[str, Any]:
-    """(name, value) of one emitted output; raises ValueError for anything malformed. Runs no code."""
+@dataclass(frozen=True)
+class Output:
+    """One output as it arrived. The tolerances count only in the reference's: a student's are ignored."""
+
+    value: Any
+    rtol: float | None = None
+    atol: float | None = None
+
+
+def decode(payload: object) -> tuple[str, Output]:
+    """(name, output) of one emitted output; raises ValueError for anything malformed. Runs no code."""
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
         raise ValueError("an output without a name")
+    name = payload["name"]
+    tolerance = (payload.get("rtol"), payload.get("atol"))
+    if tolerance != (None, None) and not all(type(t) is float and 0 <= t < 1 for t in tolerance):
+        raise ValueError(f"output {name!r}: rtol and atol must both be floats in [0, 1)")
     if "safetensors" in payload:
         from safetensors.torch import load
 
         tensors = load(base64.b64decode(payload["safetensors"], validate=True))
         if set(tensors) != {"value"}:
-            raise ValueError(f"output {payload['name']!r}: expected one tensor")
-        return payload["name"], tensors["value"]
+            raise ValueError(f"output {name!r}: expected one tensor")
+        return name, Output(tensors["value"], *tolerance)
     if "json" in payload:
-        return payload["name"], payload["json"]
-    raise ValueError(f"output {payload['name']!r}: neither a tensor nor JSON")
+        return name, Output(payload["json"])
+    raise ValueError(f"output {name!r}: neither a tensor nor JSON")
 
 
 def size(payload: object) -> int:
     return len(json.dumps(payload, default=str))
 
 
-def differences(actual: dict[str, Any], reference: dict[str, Any]) -> list[str]:
+def differences(actual: dict[str, Output | None], reference: dict[str, Output]) -> list[str]:
     """Why the student's outputs of one test cell are not the reference's ([] when they all match)."""
     import torch
 
     found = []
     for name, expected in reference.items():
-        if name not in actual:
+        sent = actual.get(name)
+        if sent is None:
             found.append(f"{name}: not sent")
             continue
-        value = actual[name]
-        if isinstance(expected, torch.Tensor):
+        value = sent.value
+        if isinstance(expected.value, torch.Tensor):
             if not isinstance(value, torch.Tensor):
                 found.append(f"{name}: sent a {type(value).__name__}, expected a tensor")
                 continue
-            try:  # dtype, device and shape included; NaN matches NaN in the same place
-                torch.testing.assert_close(value, expected, equal_nan=True)
+            try:  # dtype, device and shape included; NaN matches NaN in the same place; the reference's tolerance
+                torch.testing.assert_close(value, expected.value, rtol=expected.rtol, atol=expected.atol,
+                                           equal_nan=True)
             except AssertionError as problem:
                 found.append(f"{name}: {str(problem).splitlines()[0]}")
-        elif not same_json(value, expected):
-            found.append(f"{name}: {value!r}, expected {expected!r}")
+        elif not same_json(value, expected.value):
+            found.append(f"{name}: {value!r}, expected {expected.value!r}")
     return found
 
 
