@@ -1,0 +1,111 @@
+"""Outputs sent out of the kernel (ptchecks.emit) and compared by the grader (ptgrader.channel).
+
+The worked end-to-end example, a forged in-kernel verdict that still scores 0, is in
+tests/test_autograde_guard.py; the labs' own hostile case is in tests/hostile.py. These tests pin
+the rules each half applies on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import pytest
+import torch
+from safetensors.torch import save
+
+import ptchecks
+from ptgrader import channel
+from ptgrader.channel import Output
+
+
+def sent(monkeypatch: pytest.MonkeyPatch, name: str, value: object, **tolerance: float) -> Output:
+    """What the grader decodes from one emit in a graded kernel."""
+    shown: list[dict] = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data))
+    ptchecks.emit(name, value, **tolerance)
+    (payload,) = [data[ptchecks.OUTPUT_MIME] for data in shown]
+    decoded_name, output = channel.decode(payload)
+    assert decoded_name == name
+    return output
+
+
+def test_a_tensor_arrives_detached_on_the_cpu_with_its_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    value = torch.arange(6.0, requires_grad=True).reshape(2, 3).t() * 2
+    output = sent(monkeypatch, "doubled", value)
+    assert output.value.dtype == torch.float32 and output.value.shape == (3, 2)
+    assert torch.equal(output.value, value.detach()) and output.rtol is None
+
+
+def test_outside_grading_nothing_is_sent_but_the_value_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[object] = []
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr("IPython.display.display", lambda *args, **kwargs: shown.append(args))
+    ptchecks.emit("outside: plain", [1, 2.5, "three"])
+    assert shown == []
+    with pytest.raises(ptchecks.ExerciseError, match="cannot be sent as JSON"):
+        ptchecks.emit("outside: an object", object())
+    with pytest.raises(ptchecks.ExerciseError, match="cannot be sent as JSON"):
+        ptchecks.emit("outside: nan", math.nan)  # NaN is not JSON: send a tensor
+
+
+def test_a_name_twice_in_one_run_of_a_cell_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    ptchecks.emit("twice: case", 1)
+    with pytest.raises(ValueError, match="already used in this cell"):
+        ptchecks.emit("twice: case", 2)
+
+
+def test_a_tensor_subclass_is_refused() -> None:
+    class Agreeable(torch.Tensor):
+        pass
+
+    with pytest.raises(ptchecks.ExerciseError):
+        ptchecks.emit("subclass", torch.zeros(2).as_subclass(Agreeable))
+
+
+def test_tolerances_come_from_the_reference_never_from_the_student(monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = {"loss": sent(monkeypatch, "loss", torch.tensor(1.0), rtol=1e-2, atol=1e-3)}
+    close = Output(torch.tensor(1.005))
+    assert channel.differences({"loss": close}, reference) == []
+    lenient_student = Output(torch.tensor(1.5), rtol=0.9, atol=0.9)
+    assert channel.differences({"loss": lenient_student}, reference) != []
+    strict = {"loss": Output(torch.tensor(1.0))}
+    assert channel.differences({"loss": close}, strict) != []  # default float32 tolerance
+
+
+def test_differences_name_what_is_wrong() -> None:
+    reference = {
+        "values": Output(torch.tensor([1.0, math.nan])),
+        "dtype": Output(torch.tensor([1, 2])),
+        "count": Output(3),
+        "losses": Output([0.5, 0.25]),
+        "missing": Output("here"),
+    }
+    student = {
+        "values": Output(torch.tensor([1.0, math.nan])),  # NaN in the same place matches
+        "dtype": Output(torch.tensor([1.0, 2.0])),  # float where the reference is int64
+        "count": Output(3.0),  # a float is not the int 3
+        "losses": Output([0.5 * (1 + 1e-7), 0.25]),  # float32-level rounding is accepted
+        "missing": None,  # malformed or never sent
+    }
+    problems = channel.differences(student, reference)
+    assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "missing"]
+
+
+def test_malformed_payloads_are_rejected_without_running_anything() -> None:
+    tensor = base64.b64encode(save({"value": torch.zeros(1)})).decode()
+    two = base64.b64encode(save({"value": torch.zeros(1), "extra": torch.ones(1)})).decode()
+    for payload in (
+        [],
+        {"json": 1},
+        {"name": "x"},
+        {"name": "x", "safetensors": two},
+        {"name": "x", "safetensors": tensor, "rtol": 0.5},
+        {"name": "x", "safetensors": tensor, "rtol": "1", "atol": 0.1},
+        {"name": "x", "safetensors": tensor, "rtol": 5.0, "atol": 0.1},
+        {"name": "x", "safetensors": "not base64!"},
+    ):
+        with pytest.raises(ValueError):
+            channel.decode(payload)
