@@ -50,7 +50,8 @@ def _purelib(python: Path | str) -> Path:
 COLAB_PREINSTALLED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tqdm", "pip")
 #: What the bootstrap may add: ptlabs and its `book` extra.
 BOOTSTRAP_ADDS = (
-    "ptlabs", "safetensors", "opt_einsum", "torchviz",
+    "ptlabs", "ptchecks", "safetensors",  # ptchecks: installed with ptlabs (the labs call it)
+    "opt_einsum", "torchviz",
     "graphviz",  # what torchviz needs
     "onnx",  # onnx, onnxscript, onnx_ir, onnxruntime: chapter 06's export to ONNX and its check in ONNX Runtime
     "ml_dtypes", "flatbuffers", "protobuf", "google",  # what the ONNX stack needs (google: protobuf's package)

@@ -35,7 +35,7 @@ def test_a_tensor_arrives_detached_on_the_cpu_with_its_dtype(monkeypatch: pytest
     value = torch.arange(6.0, requires_grad=True).reshape(2, 3).t() * 2
     output = sent(monkeypatch, "doubled", value)
     assert output.value.dtype == torch.float32 and output.value.shape == (3, 2)
-    assert torch.equal(output.value, value.detach()) and output.rtol is None
+    assert torch.equal(output.value, value.detach()) and output.rtol is None and output.device == "cpu"
 
 
 def test_outside_grading_nothing_is_sent_but_the_value_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,31 +67,33 @@ def test_a_tensor_subclass_is_refused() -> None:
 
 def test_tolerances_come_from_the_reference_never_from_the_student(monkeypatch: pytest.MonkeyPatch) -> None:
     reference = {"loss": sent(monkeypatch, "loss", torch.tensor(1.0), rtol=1e-2, atol=1e-3)}
-    close = Output(torch.tensor(1.005))
+    close = Output(torch.tensor(1.005), device="cpu")
     assert channel.differences({"loss": close}, reference) == []
-    lenient_student = Output(torch.tensor(1.5), rtol=0.9, atol=0.9)
+    lenient_student = Output(torch.tensor(1.5), rtol=0.9, atol=0.9, device="cpu")
     assert channel.differences({"loss": lenient_student}, reference) != []
-    strict = {"loss": Output(torch.tensor(1.0))}
+    strict = {"loss": Output(torch.tensor(1.0), device="cpu")}
     assert channel.differences({"loss": close}, strict) != []  # default float32 tolerance
 
 
 def test_differences_name_what_is_wrong() -> None:
     reference = {
-        "values": Output(torch.tensor([1.0, math.nan])),
-        "dtype": Output(torch.tensor([1, 2])),
+        "values": Output(torch.tensor([1.0, math.nan]), device="cpu"),
+        "dtype": Output(torch.tensor([1, 2]), device="cpu"),
         "count": Output(3),
         "losses": Output([0.5, 0.25]),
         "missing": Output("here"),
+        "device": Output(torch.zeros(2), device="cuda"),
     }
     student = {
-        "values": Output(torch.tensor([1.0, math.nan])),  # NaN in the same place matches
-        "dtype": Output(torch.tensor([1.0, 2.0])),  # float where the reference is int64
+        "values": Output(torch.tensor([1.0, math.nan]), device="cpu"),  # NaN in the same place matches
+        "dtype": Output(torch.tensor([1.0, 2.0]), device="cpu"),  # float where the reference is int64
         "count": Output(3.0),  # a float is not the int 3
         "losses": Output([0.5 * (1 + 1e-7), 0.25]),  # float32-level rounding is accepted
         "missing": None,  # malformed or never sent
+        "device": Output(torch.zeros(2), device="cpu"),  # right values, left on the CPU
     }
     problems = channel.differences(student, reference)
-    assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "missing"]
+    assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "missing", "device"]
 
 
 def test_malformed_payloads_are_rejected_without_running_anything() -> None:
@@ -106,6 +108,7 @@ def test_malformed_payloads_are_rejected_without_running_anything() -> None:
         {"name": "x", "safetensors": tensor, "rtol": "1", "atol": 0.1},
         {"name": "x", "safetensors": tensor, "rtol": 5.0, "atol": 0.1},
         {"name": "x", "safetensors": "not base64!"},
+        {"name": "x", "safetensors": tensor, "device": "cuda:0; rm"},
     ):
         with pytest.raises(ValueError):
             channel.decode(payload)

@@ -385,8 +385,8 @@ def _execution_count() -> int:
 def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
     """Send one output of the student's code to the grader, which compares it outside the kernel.
 
-    A tensor goes as safetensors bytes (detached, on the CPU, contiguous) and is compared with
-    ``torch.testing.assert_close`` (dtype and shape included); anything else must be plain JSON
+    A tensor goes as safetensors bytes (detached, on the CPU, contiguous), with the type of device it
+    was on, and is compared with ``torch.testing.assert_close`` (dtype, shape and device type included); anything else must be plain JSON
     (numbers, strings, lists, dicts), compared exactly but for floats (to float32's precision).
     ``rtol`` and ``atol`` (both or neither) widen a tensor's tolerance; the grader takes them from
     the reference solution's run, never from the student's. A name is used once per run of a cell,
@@ -401,7 +401,8 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
         tensor = value.detach().to("cpu").contiguous()
         from safetensors.torch import save
 
-        payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode()}
+        payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode(),
+                   "device": value.device.type}
         if (rtol is None) != (atol is None):
             raise ValueError(f"emit {name!r}: give both rtol and atol, or neither")
         if rtol is not None:

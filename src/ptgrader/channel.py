@@ -38,6 +38,7 @@ class Output:
     value: Any
     rtol: float | None = None
     atol: float | None = None
+    device: str | None = None  # the type of device a tensor was on in the kernel ("cpu", "cuda", ...)
 
 
 def decode(payload: object) -> tuple[str, Output]:
@@ -54,7 +55,10 @@ def decode(payload: object) -> tuple[str, Output]:
         tensors = load(base64.b64decode(payload["safetensors"], validate=True))
         if set(tensors) != {"value"}:
             raise ValueError(f"output {name!r}: expected one tensor")
-        return name, Output(tensors["value"], *tolerance)
+        device = payload.get("device")
+        if device is not None and not (isinstance(device, str) and device.isidentifier()):
+            raise ValueError(f"output {name!r}: a malformed device")
+        return name, Output(tensors["value"], *tolerance, device=device)
     if "json" in payload:
         return name, Output(payload["json"])
     raise ValueError(f"output {name!r}: neither a tensor nor JSON")
@@ -79,7 +83,10 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
             if not isinstance(value, torch.Tensor):
                 found.append(f"{name}: sent a {type(value).__name__}, expected a tensor")
                 continue
-            try:  # dtype, device and shape included; NaN matches NaN in the same place; the reference's tolerance
+            if sent.device != expected.device:
+                found.append(f"{name}: on {sent.device}, expected on {expected.device}")
+                continue
+            try:  # dtype and shape included; NaN matches NaN in the same place; the reference's tolerance
                 torch.testing.assert_close(value, expected.value, rtol=expected.rtol, atol=expected.atol,
                                            equal_nan=True)
             except AssertionError as problem:
