@@ -371,15 +371,16 @@ def complete(test_id: str, token: str, expected_checks: int) -> None:
 OUTPUT_MIME = "application/vnd.ptgrader.output+json"
 #: Set by nbgrader in the kernels it grades with (and by the grading service's jail).
 _GRADING = ("NBGRADER_EXECUTION", "autograde")
-#: name -> the cell execution that sent it (a name twice in one run of a cell is a mistake).
-_SENT: dict[str, int] = {}
+#: name -> the execution request that sent it (a name twice in one run of a cell is a mistake).
+_SENT: dict[str, str] = {}
 
 
-def _execution_count() -> int:
+def _execution_id() -> str:
+    """The id of the kernel's current execute request ("" outside a kernel): one per run of a cell."""
     from IPython import get_ipython
 
-    shell = get_ipython()
-    return shell.execution_count if shell is not None else 0
+    parent = getattr(get_ipython(), "parent_header", None) or {}
+    return str(parent.get("header", {}).get("msg_id", ""))
 
 
 def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
@@ -394,7 +395,7 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
     its shape and dtype as JSON instead. Outside grading (a learner's run, the book's tests) nothing
     is sent; the value is still checked, so a mistake shows up there first.
     """
-    if _SENT.get(name) == _execution_count():
+    if _SENT.get(name) == _execution_id():
         raise ValueError(f"emit: the output name {name!r} was already used in this cell")
     if isinstance(value, torch.Tensor):
         _plain_tensor(value, name)
@@ -412,7 +413,7 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
             payload = {"name": name, "json": json.loads(json.dumps(value, allow_nan=False))}
         except (TypeError, ValueError) as problem:
             raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
-    _SENT[name] = _execution_count()
+    _SENT[name] = _execution_id()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:
         from IPython.display import display
 

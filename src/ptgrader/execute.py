@@ -125,6 +125,10 @@ class IsolationUnavailable(RuntimeError):
     """This machine cannot jail kernels, and the configuration asks for it."""
 
 
+#: How long to wait for a cell's last output messages after it finished (nbclient's default is 4 s).
+IOPUB_TIMEOUT_S = 60
+
+
 class GuardedExecute(Execute):
     """nbgrader's Execute with a code policy, completion tokens and a jailed kernel per submission."""
 
@@ -178,6 +182,9 @@ class GuardedExecute(Execute):
         super().__init__(*args, **kwargs)
         self.interrupt_on_timeout = False  # an interrupt cannot stop a loop that ignores SIGINT: stop the kernel
         self.shutdown_kernel = "immediate"
+        # nbclient waits 4 s for a cell's last messages, then drops them silently: on a loaded machine that
+        # lost outputs a hidden test sent to the grader. Wait as long as a cell may run.
+        self.iopub_timeout = IOPUB_TIMEOUT_S
         self._kernel_setup: tuple[Path, jail.JailSpec | None, WarmKernels | None] | None = None
 
     # ---------------------------------------------------------------------------------- isolation
@@ -612,8 +619,10 @@ class _ReferenceRun(NotebookClient):
     """Runs the source notebook (the reference solution) in a jailed kernel and keeps the outputs it sends out."""
 
     def __init__(self, nb: NotebookNode, *, timeout: int | None) -> None:
+        # A reference run that lost a message would ask less of every student: it fails instead.
         super().__init__(nb, kernel_name="python3", timeout=timeout, shutdown_kernel="immediate", allow_errors=False,
-                         kernel_manager_class=IsolatedKernelManager)
+                         kernel_manager_class=IsolatedKernelManager, iopub_timeout=IOPUB_TIMEOUT_S,
+                         raise_on_iopub_timeout=True)
         self.emitted: dict[int, dict[str, Any]] = {}
         self._setup: tuple[Path, jail.JailSpec | None, WarmKernels | None] | None = None
 
