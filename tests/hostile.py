@@ -28,7 +28,11 @@ of issue 21, one case per class (the cheats' first lines say what they try):
    that writes the gradebook, the next submission and HOME later);
 4. attacking the grader: ``attack_the_grader`` (SIGKILL, ``/proc/<pid>/mem``, a stalled socket);
 5. no resource limits: ``exhaust_the_machine`` (8 GiB, hundreds of processes, a 1 GiB file);
-6. output rendered as HTML: the runtime case ``huge_and_active_output``.
+6. output rendered as HTML: the runtime case ``huge_and_active_output``;
+7. the verdict decided inside the kernel: ``forge_the_verdict`` replaces the grader's hold, runs each
+   test cell with its failures swallowed and prints every completion token. It scores 0 only because
+   every hidden test sends the student's outputs out (``ptchecks.emit``) and the grader compares
+   them with the reference solution's, outside the kernel.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ MAX_GRADED_NOTEBOOK_BYTES = 1_000_000
 MIN_FIXTURES_PER_PART = 8
 END_HIDDEN = "### END HIDDEN TESTS"
 CANARIES = "ptchecks.canaries()"
+#: Every hidden block sends at least one of the student's outputs out of the kernel, for the grader to compare.
+EMIT = "ptchecks.emit("
 
 
 def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str, nbformat.NotebookNode]]:
@@ -50,10 +52,13 @@ def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str,
     return solutions, tests
 
 
+def _hidden_block(source: str) -> str:
+    return source.split(END_HIDDEN)[0].split(BEGIN_HIDDEN)[-1]
+
+
 def _last_hidden_line(source: str) -> str:
     """The last non-blank line before END HIDDEN TESTS."""
-    hidden = source.split(END_HIDDEN)[0].split(BEGIN_HIDDEN)[-1]
-    lines = [line.strip() for line in hidden.splitlines() if line.strip()]
+    lines = [line.strip() for line in _hidden_block(source).splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
@@ -135,6 +140,8 @@ def test_every_part_is_complete(lab: str) -> None:
             problems.append(f"test cell {grade_id}: no {BEGIN_HIDDEN} / {END_HIDDEN} region")
         elif _last_hidden_line(cell.source) != CANARIES:
             problems.append(f"test cell {grade_id}: the hidden tests must end with {CANARIES}")
+        elif EMIT not in _hidden_block(cell.source):
+            problems.append(f"test cell {grade_id}: the hidden tests send no output to the grader ({EMIT}...)")
     for path in lab_tools.source_notebooks(lab):
         cells = nbformat.read(path, as_version=4).cells
         code = [cell for cell in cells if cell.cell_type == "code"]
