@@ -43,6 +43,8 @@ BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 
 #: Student ids of the two reference submissions; fixtures are graded in pairs (``fixture_pairs``).
 SOLUTION_STUDENT = "solution"
+#: The most students one grading command takes in the tests (grade_labs): a lab with more is split.
+MAX_SHARD = 40
 BLANK_STUDENT = "blank"
 #: The honest student graded in the same run as the runtime-only hostile cases, after them.
 HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
@@ -443,21 +445,24 @@ def grade_labs(
 ) -> dict[str, GradedLab | LabToolError]:
     """Regenerate and autograde the reference and hostile submissions of several labs in temporary courses.
 
-    Why the shape: an autograded submission costs a fresh kernel that imports torch (seconds), and
-    one ``nbgrader autograde`` call grades its students one after the other. So each lab's students
-    are split into ``jobs`` shards, each shard a copy of the lab's course (gradebook included, made
-    right after generate_assignment) with its own submitted/ folder, and the shards' autograde
-    calls run side by side. Every shard is still an ordinary nbgrader course graded by the ordinary
-    command. ``runtime_lab`` also gets a shard whose configuration turns the code policy off: there
-    the runtime-only hostile cases run, followed by an honest student who must keep full marks
-    (the runtime defences do not depend on the lab, so one lab proves them). A lab that fails maps
+    Why the shape: one ``nbgrader autograde`` call grades its students one after the other, and
+    each call pays a start of its own (nbgrader, a warm server importing torch, one run of the
+    lab's source for the reference outputs), several seconds. So each lab's students are split
+    into shards of at most MAX_SHARD, each shard a copy of the lab's course (gradebook included,
+    made right after generate_assignment) graded by one ordinary command, and ``jobs`` of those
+    commands run side by side, the largest lab first: 9 starts for the seven labs (lab 01, with
+    every hostile case, is split in two), where a shard per job and lab paid 29. ``runtime_lab`` also
+    gets a course of its own whose configuration turns the code policy off: there the runtime-only
+    hostile cases run, followed by an honest student who must keep full marks (the runtime
+    defences do not depend on the lab, so one lab proves them). A lab that fails maps
     to its LabToolError; the other labs are still graded.
     """
     jobs = jobs or default_jobs()
     names = list(labs)
     outcome: dict[str, GradedLab | LabToolError] = {}
     releases: dict[str, Path] = {}
-    shards: dict[str, list[Path]] = {}
+    shards: dict[str, list[Path]] = {}  # each lab's courses: its class in shards, and lab01's runtime-only one
+    class_sizes: dict[str, int] = {}
 
     def prepare(lab: str) -> None:
         main = copy_course(workdir / lab / "main", course_labs)
@@ -466,14 +471,12 @@ def grade_labs(
         submissions = reference_submissions(main, lab, lab_fixtures)
         submissions.update(hostile_submissions(main, lab, lab_fixtures, policy=True))
         students = sorted(submissions)
-        count = max(1, min(jobs, len(students)))
+        count = -(-len(students) // MAX_SHARD)  # ceil: shards of at most MAX_SHARD students
+        class_shards = [main] + [workdir / lab / f"shard{index}" for index in range(1, count)]
+        for shard in class_shards[1:]:
+            shutil.copytree(main, shard)  # before main's class is submitted
+        class_sizes[lab] = len(students)
         shards[lab] = []
-        for index in range(count):
-            shard = workdir / lab / f"shard{index}"
-            shutil.copytree(main, shard)
-            for student in students[index::count]:
-                submit(shard, lab, student, submissions[student])
-            shards[lab].append(shard)
         if lab == runtime_lab:
             shard = workdir / lab / "runtime-only"
             shutil.copytree(main, shard)
@@ -483,7 +486,10 @@ def grade_labs(
             runtime[HONEST_AFTER_HOSTILE] = submissions[SOLUTION_STUDENT]
             for student, notebooks in runtime.items():
                 submit(shard, lab, student, notebooks)
-            shards[lab].insert(0, shard)  # the slowest shard starts first
+            shards[lab].append(shard)  # first: it waits out time limits
+        for index, student in enumerate(students):
+            submit(class_shards[index % count], lab, student, submissions[student])
+        shards[lab] += class_shards
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
@@ -494,7 +500,8 @@ def grade_labs(
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
         ready = [lab for lab in names if lab not in outcome]
-        tasks = [(lab, pool.submit(autograde, shard, lab)) for lab in ready for shard in shards[lab]]
+        largest_first = sorted(ready, key=lambda lab: -class_sizes[lab])
+        tasks = [(lab, pool.submit(autograde, shard, lab)) for lab in largest_first for shard in shards[lab]]
         for lab, future in tasks:
             try:
                 future.result()
