@@ -3,8 +3,8 @@
 The repository has three rooms, and the imports go one way:
 
 - ``ptlabs`` (``src/ptlabs``): the learners' helpers, installed in Colab. It imports neither room below.
-- the checks the hidden tests call inside a kernel: today ``ptchecks`` (the labs' test cells call
-  it by that name). The service names it in one place, :data:`ptgrader.contract.CHECKS_MODULE`, and
+- ``ptchecks`` (``src/ptchecks``): the checks the labs' test cells call inside a kernel, and
+  ``ptchecks.emit``, which sends outputs out for :mod:`~ptgrader.channel`. The service names it in one place, :data:`ptgrader.contract.CHECKS_MODULE`, and
   never imports it (that would import torch into the grader).
 - ``ptgrader`` (this package): runs nbgrader's execution step safely. Its modules:
 

@@ -1,9 +1,8 @@
 """What the grading service expects of the checks that run inside a kernel, and how it calls them.
 
-The checks live apart from the service: today in ``ptchecks``, the module the labs' hidden
-tests call by full name. The service never imports them (that would import torch into the
-grader); it names them here, once. Moving the checks to a package of their own is a change of
-:data:`CHECKS_MODULE` (and of the labs' test cells, which call it by name).
+The checks live apart from the service, in ``ptchecks`` (``src/ptchecks``), the package the labs'
+test cells call by full name. The service never imports it (that would import torch into the
+grader); it names it here, once (:data:`CHECKS_MODULE`).
 
 How a graded test cell runs (:mod:`ptgrader.execute` sends these as separate executions):
 
