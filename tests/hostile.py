@@ -124,20 +124,30 @@ def _after_second_test(source: str) -> Builder:
     return build
 
 
-def _noisy_first_part(release, answers, wrong):  # noqa: ANN001, ANN202
-    """The solution, with the first part's function printing 100 kB on every call, inside the test cell.
+def _first_part_wrapped(comment: str, line: str) -> Builder:
+    """The solution, with the first part's function running ``line`` on every call, inside the test cell."""
 
-    Five times what a cell keeps at each call; not more, because a test cell may call the function
-    a hundred times (gradcheck does), and the kernel still has to send everything it prints.
-    """
-    nb = lab_tools.build_submission(release, answers)
-    first = next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("solution"))
-    name = lab_tools.nbgrader_meta(nb.cells[first])["grade_id"]
-    noisy = (
-        f"# Every call prints 100 kB (a debugging print left in).\nquiet_{name} = {name}\n\n\n"
-        f"def {name}(*args, **kwargs):\n    print('x' * 100_000)\n    return quiet_{name}(*args, **kwargs)"
-    )
-    return _with_cell(nb, first, noisy)
+    def build(release, answers, wrong):  # noqa: ANN001, ANN202
+        nb = lab_tools.build_submission(release, answers)
+        first = next(i for i, cell in enumerate(nb.cells) if lab_tools.nbgrader_meta(cell).get("solution"))
+        name = lab_tools.nbgrader_meta(nb.cells[first])["grade_id"]
+        wrapped = (
+            f"# {comment}\nplain_{name} = {name}\n\n\n"
+            f"def {name}(*args, **kwargs):\n    {line}\n    return plain_{name}(*args, **kwargs)"
+        )
+        return _with_cell(nb, first, wrapped)
+
+    return build
+
+
+#: Five times what a cell keeps at each call; not more, because a test cell may call the function a
+#: hundred times (gradcheck does), and the kernel still has to send everything it prints.
+_noisy_first_part = _first_part_wrapped("Every call prints 100 kB (a debugging print left in).", "print('x' * 100_000)")
+#: torch warns on stderr (UserWarning: To copy construct from a tensor...): nbgrader alone would score it 0.
+_warning_first_part = _first_part_wrapped(
+    "An honest answer whose first call makes torch print a UserWarning on stderr, in the test cell.",
+    "torch.tensor(torch.zeros(1))",
+)
 
 
 def _delete_first_test(release, answers, wrong):  # noqa: ANN001, ANN202
@@ -208,6 +218,7 @@ def cases() -> list[HostileCase]:
             "huge_and_active_output", _after_second_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True
         ),
         HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
+        HostileCase("honest_answer_that_warns", _warning_first_part, _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),

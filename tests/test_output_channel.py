@@ -8,6 +8,7 @@ the rules each half applies on its own.
 from __future__ import annotations
 
 import base64
+import json
 import math
 
 import pytest
@@ -96,12 +97,55 @@ def test_differences_name_what_is_wrong() -> None:
     assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "missing", "device"]
 
 
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = {"list": [value]}
+    return value
+
+
+def test_exact_types_and_key_order_travel(monkeypatch: pytest.MonkeyPatch) -> None:
+    value = {"b": (1, 2.0, True, None), "a": [torch.Size([2, 3]), "s"], 3: {"nested": ()}}
+    output = sent(monkeypatch, "typed", value)
+    assert output.value == {"b": (1, 2.0, True, None), "a": [(2, 3), "s"], 3: {"nested": ()}}
+    assert list(output.value) == ["b", "a", 3] and type(output.value["a"][0]) is tuple
+    assert channel.differences({"typed": output}, {"typed": Output(output.value)}) == []
+
+
+@pytest.mark.parametrize(
+    ("student", "reference"),
+    [
+        ([1, 2], (1, 2)),  # a list where the reference returns a tuple
+        ((1, 2), [1, 2]),
+        (1, True),  # an int is not a bool
+        (True, 1),
+        (1, 1.0),  # nor a float
+        ({"b": 1, "a": 2}, {"a": 2, "b": 1}),  # the same items in another order
+        ({"a": [1, (2,)]}, {"a": [1, [2]]}),  # deep inside
+    ],
+)
+def test_types_and_orders_that_differ_are_told_apart(student: object, reference: object) -> None:
+    assert channel.differences({"v": Output(student)}, {"v": Output(reference)}) != []
+
+
+def test_the_typed_encoding_round_trips_through_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ([], (), {}, [[]], ((),), {"": {}}, [1, [2, (3, {"k": None})]], -0.0, "", 2**62):
+        assert channel.untyped(json.loads(json.dumps(ptchecks._typed(value)))) == value
+
+
 def test_malformed_payloads_are_rejected_without_running_anything() -> None:
     tensor = base64.b64encode(save({"value": torch.zeros(1)})).decode()
     two = base64.b64encode(save({"value": torch.zeros(1), "extra": torch.ones(1)})).decode()
     for payload in (
         [],
         {"json": 1},
+        {"name": "x", "json": [1, 2]},  # untyped JSON: a tuple and a list would look the same
+        {"name": "x", "typed": [1, 2]},
+        {"name": "x", "typed": {"list": [1], "tuple": [1]}},
+        {"name": "x", "typed": {"set": [1]}},
+        {"name": "x", "typed": {"dict": [[{"list": []}, 1]]}},  # a list cannot be a key
+        {"name": "x", "typed": {"dict": [[1, 2, 3]]}},
+        {"name": "x", "typed": _nested(channel.MAX_DEPTH + 2)},
         {"name": "x"},
         {"name": "x", "safetensors": two},
         {"name": "x", "safetensors": tensor, "rtol": 0.5},

@@ -383,12 +383,41 @@ def _execution_id() -> str:
     return str(parent.get("header", {}).get("msg_id", ""))
 
 
+def _typed(value: Any) -> Any:
+    """``value`` as JSON that keeps what JSON loses: containers are tagged ``{"list"|"tuple"|"dict": ...}``.
+
+    JSON already tells None, bools, ints, floats and strings apart. A tuple and a list both become an
+    array, and an object's keys are strings in no promised order, so a part whose rule is "return a
+    list" or "in this order" could only be checked inside the kernel. A dict becomes its items as
+    ``[key, value]`` pairs, in order. A subclass travels as its base (``torch.Size`` is a tuple).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, tuple):
+        return {"tuple": [_typed(item) for item in value]}
+    if isinstance(value, list):
+        return {"list": [_typed(item) for item in value]}
+    if isinstance(value, dict):
+        return {"dict": [[_typed(key), _typed(item)] for key, item in value.items()]}
+    raise TypeError(f"{type(value).__name__} is not one of None, bool, int, float, str, list, tuple, dict")
+
+
 def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
     """Send one output of the student's code to the grader, which compares it outside the kernel.
 
     A tensor goes as safetensors bytes (detached, on the CPU, contiguous), with the type of device it
-    was on, and is compared with ``torch.testing.assert_close`` (dtype, shape and device type included); anything else must be plain JSON
-    (numbers, strings, lists, dicts), compared exactly but for floats (to float32's precision).
+    was on, and is compared with ``torch.testing.assert_close`` (dtype, shape and device type included); anything else must be
+    made of None, bools, ints, floats, strings, lists, tuples and dicts, and travels with its exact
+    types (:func:`_typed`): a tuple is not a list, an int not a float nor a bool, and a dict's keys
+    keep their order. It is compared exactly but for floats (to float32's precision).
     ``rtol`` and ``atol`` (both or neither) widen a tensor's tolerance; the grader takes them from
     the reference solution's run, never from the student's. A name is used once per run of a cell,
     so that a loop cannot overwrite an earlier output by mistake. A meta tensor has no values: send
@@ -410,8 +439,8 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
             payload.update(rtol=float(rtol), atol=float(atol))
     else:
         try:
-            payload = {"name": name, "json": json.loads(json.dumps(value, allow_nan=False))}
-        except (TypeError, ValueError) as problem:
+            payload = {"name": name, "typed": json.loads(json.dumps(_typed(value), allow_nan=False))}
+        except (TypeError, ValueError, RecursionError) as problem:
             raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
     _SENT[name] = _execution_id()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:

@@ -6,7 +6,7 @@
   there; this module is the grader's half and imports nothing of them;
 - **in the grader**, :class:`~ptgrader.execute.GuardedExecute` takes those messages out of the
   output stream (they never reach the graded notebook), decodes them without running anything
-  (safetensors and JSON, no pickle), runs the lab's *source* notebook once in the same jail to
+  (safetensors and typed JSON, no pickle), runs the lab's *source* notebook once in the same jail to
   collect the reference outputs, and compares each student output with the reference of the same
   name (:func:`differences`). A test cell with reference outputs earns its points only if every
   one of them came back and matches: a kernel that forges the in-kernel verdict (the completion
@@ -59,9 +59,36 @@ def decode(payload: object) -> tuple[str, Output]:
         if device is not None and not (isinstance(device, str) and device.isidentifier()):
             raise ValueError(f"output {name!r}: a malformed device")
         return name, Output(tensors["value"], *tolerance, device=device)
-    if "json" in payload:
-        return name, Output(payload["json"])
-    raise ValueError(f"output {name!r}: neither a tensor nor JSON")
+    if "typed" in payload:
+        return name, Output(untyped(payload["typed"]))
+    raise ValueError(f"output {name!r}: neither a tensor nor a typed value")
+
+
+#: How deep a sent value may nest (a deeper one is refused before anything recurses far).
+MAX_DEPTH = 32
+_CONTAINERS = {"list": list, "tuple": tuple}
+
+
+def untyped(value: Any, depth: int = 0) -> Any:
+    """A value ``ptchecks.emit`` tagged (``{"list"|"tuple"|"dict": ...}``) back in its own types; ValueError if malformed."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"a value nested deeper than {MAX_DEPTH}")
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if not (isinstance(value, dict) and len(value) == 1):
+        raise ValueError(f"an untagged {type(value).__name__} in a typed value")
+    ((tag, items),) = value.items()
+    if not isinstance(items, list):
+        raise ValueError(f"a {tag!r} whose items are not a list")
+    if tag in _CONTAINERS:
+        return _CONTAINERS[tag](untyped(item, depth + 1) for item in items)
+    if tag == "dict" and all(isinstance(pair, list) and len(pair) == 2 for pair in items):
+        pairs = [(untyped(key, depth + 1), untyped(item, depth + 1)) for key, item in items]
+        try:
+            return dict(pairs)
+        except TypeError:
+            raise ValueError("a dict key that cannot be a key") from None
+    raise ValueError(f"an unknown tag {tag!r} in a typed value")
 
 
 def size(payload: object) -> int:
@@ -91,19 +118,20 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
                                            equal_nan=True)
             except AssertionError as problem:
                 found.append(f"{name}: {str(problem).splitlines()[0]}")
-        elif not same_json(value, expected.value):
-            found.append(f"{name}: {value!r}, expected {expected.value!r}")
+        elif not same_value(value, expected.value):
+            found.append(f"{name}: {value!r}, expected {expected.value!r}"[:500])
     return found
 
 
-def same_json(value: Any, expected: Any) -> bool:
-    """Equal JSON, with floats compared to float32's precision (two valid solutions may round differently)."""
-    if isinstance(expected, float) and type(value) in (int, float):
-        return math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-8)
+def same_value(value: Any, expected: Any) -> bool:
+    """Equal with exact types (a tuple is not a list, an int not a float nor a bool) and dict keys in order;
+    floats compared to float32's precision (two valid solutions may round differently)."""
     if type(value) is not type(expected):
         return False
-    if isinstance(expected, list):
-        return len(value) == len(expected) and all(map(same_json, value, expected))
+    if isinstance(expected, float):
+        return math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-8)
+    if isinstance(expected, (list, tuple)):
+        return len(value) == len(expected) and all(map(same_value, value, expected))
     if isinstance(expected, dict):
-        return value.keys() == expected.keys() and all(same_json(value[k], expected[k]) for k in expected)
+        return list(value) == list(expected) and all(same_value(value[k], expected[k]) for k in expected)
     return value == expected

@@ -1,8 +1,11 @@
-"""List what the guarded grading run found, one line per submission: ``python -m ptgrader.report LAB``.
+"""What grading found for each submission: written beside the graded notebook, listed by ``python -m ptgrader.report LAB``.
 
-Run it from the course folder (``labs/``) after ``nbgrader autograde LAB``. Submissions whose grades
+:class:`GradingReport` is what :class:`~ptgrader.execute.GuardedExecute` records while it grades one
+notebook; :func:`write` puts it in ``autograded/<student>/<lab>/ptgrader-report.json``.
+
+Run the listing from the course folder (``labs/``) after ``nbgrader autograde LAB``. Submissions whose grades
 were withheld, whose run was stopped, that tampered with the checks, left processes behind or changed course files are
-marked ``REVIEW``; the others ``ok``. The details are in each ``autograded/<student>/<lab>/ptgrader-report.json``.
+marked ``REVIEW``; the others ``ok``.
 """
 
 from __future__ import annotations
@@ -10,9 +13,49 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .execute import REPORT_NAME
+REPORT_NAME = "ptgrader-report.json"
+
+
+@dataclass
+class GradingReport:
+    """What the guarded run found for one submitted notebook."""
+
+    student: str
+    assignment: str
+    notebook: str
+    withheld: str = ""  # why no cell earns points (policy, changed files), or ""
+    stopped: str = ""  # why the run stopped early (timeout, dead kernel, no kernel, budget), or ""
+    incomplete: list[str] = field(default_factory=list)  # test cells whose last line did not run cleanly
+    tampered: list[str] = field(default_factory=list)  # test cells whose canaries found the grader changed
+    findings: list[str] = field(default_factory=list)
+    restored_files: list[str] = field(default_factory=list)
+    killed_processes: int = 0  # processes the kernel left running, ended with it
+    survivors: str = ""  # a kernel that could not be ended (never seen; an instructor must look)
+    truncated_cells: list[int] = field(default_factory=list)
+    unsafe_outputs: int = 0  # rich outputs whose HTML/JavaScript/SVG was not kept
+    outputs_differ: list[str] = field(default_factory=list)  # test cells whose sent outputs are not the reference's
+    dropped_outputs: int = 0  # outputs and display updates past the submission's output budget
+    scores: dict[str, str] = field(default_factory=dict)  # test cell -> "passed" or why it earns nothing
+    isolation: str = ""  # how the kernel was isolated
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step: start, cells, end
+
+    @property
+    def needs_review(self) -> bool:
+        return bool(
+            self.withheld or self.stopped or self.tampered or self.killed_processes or self.restored_files
+            or self.survivors or self.outputs_differ
+        )
+
+
+def write(report: GradingReport, folder: Path) -> Path:
+    """Write ``report`` as JSON into ``folder`` (made if needed); return the file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / REPORT_NAME
+    path.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def summarize(report: dict) -> str:

@@ -1,0 +1,36 @@
+"""Which cells of a lab notebook are which: the set-up cell, the graded test cells, how a report names a cell."""
+
+from __future__ import annotations
+
+from nbformat.notebooknode import NotebookNode
+from nbgrader.utils import is_grade, is_solution
+
+
+def graded_test_cells(nb: NotebookNode) -> list[tuple[int, NotebookNode]]:
+    """(index, cell) of every code cell nbgrader grades by its outputs and the student did not write."""
+    return [
+        (index, cell)
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
+    ]
+
+
+def scored_cells(nb: NotebookNode) -> list[tuple[int, NotebookNode]]:
+    """(index, cell) of every code cell nbgrader would score from its outputs, whatever else its metadata says."""
+    return [(index, cell) for index, cell in enumerate(nb.cells) if cell.cell_type == "code" and is_grade(cell)]
+
+
+def grade_id(cell: NotebookNode) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def cell_label(cell: NotebookNode, index: int) -> str:
+    """How a report names a cell: its grade_id when it has one, else its position counted from 1."""
+    name = grade_id(cell)
+    return f"cell {index + 1} ({name})" if name else f"cell {index + 1}"
+
+
+def setup_index(nb: NotebookNode) -> int:
+    """Index of the lab's locked set-up cell (grade_id ``setup``), 0 when there is none."""
+    ids = [grade_id(cell) for cell in nb.cells]
+    return ids.index("setup") if "setup" in ids else 0

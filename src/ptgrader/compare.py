@@ -1,0 +1,112 @@
+"""The reference outputs, and the comparison that decides whether a test cell's outputs are right.
+
+The lab's source notebook (the reference solution) runs once per grading process and per version
+of the file, jailed like a submission, in a kernel of its own (:class:`ReferenceRun`); what its test
+cells send out (:func:`ptchecks.emit`) is the reference. :func:`compare` then holds each
+submission's outputs against it with :func:`ptgrader.channel.differences`, outside the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient.client import NotebookClient
+from nbformat.notebooknode import NotebookNode
+
+from . import cgroups, channel, jail
+from .cells import grade_id, graded_test_cells
+from .kernels import GraderTemp, IsolatedKernelManager, Isolation
+from .warm import WarmKernels
+
+#: How long to wait for a cell's last output messages after it finished (nbclient's default is 4 s).
+IOPUB_TIMEOUT_S = 60
+
+#: (source notebook, its modification time) -> grade_id -> the outputs its test cells sent.
+_REFERENCES: dict[tuple[str, int], dict[str, dict[str, channel.Output]]] = {}
+
+
+class ReferenceRun(NotebookClient):
+    """Runs the source notebook (the reference solution) in a jailed kernel and keeps the outputs it sends out."""
+
+    def __init__(self, nb: NotebookNode, *, timeout: int | None) -> None:
+        # A reference run that lost a message would ask less of every student: it fails instead.
+        super().__init__(nb, kernel_name="python3", timeout=timeout, shutdown_kernel="immediate", allow_errors=False,
+                         kernel_manager_class=IsolatedKernelManager, iopub_timeout=IOPUB_TIMEOUT_S,
+                         raise_on_iopub_timeout=True)
+        self.emitted: dict[int, dict[str, channel.Output]] = {}
+        self._setup: tuple[Path, jail.JailSpec | None, WarmKernels | None] | None = None
+
+    def run(self, folder: Path, spec: jail.JailSpec | None, warm: WarmKernels | None) -> dict[int, dict[str, Any]]:
+        self._setup = (folder, spec, warm)
+        km: Any = None
+        try:
+            with self.setup_kernel():
+                km = self.km
+                for index, cell in enumerate(self.nb.cells):
+                    self.execute_cell(cell, index, store_history=False)
+        finally:
+            if isinstance(km, IsolatedKernelManager):
+                km.ensure_dead()
+        return self.emitted
+
+    def create_kernel_manager(self) -> Any:
+        km = super().create_kernel_manager()
+        assert isinstance(km, IsolatedKernelManager) and self._setup is not None
+        km.prepare(*self._setup)
+        return km
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
+        out = super().output(outs, msg, display_id, cell_index)
+        if out is not None and outs and outs[-1] is out and channel.MIME in out.get("data", {}):
+            outs.pop()
+            name, value = channel.decode(out.data[channel.MIME])
+            cell = self.emitted.setdefault(cell_index, {})
+            if name in cell:
+                raise RuntimeError(f"the reference solution sent {name!r} twice in cell {cell_index + 1}")
+            cell[name] = value
+            return None
+        return out
+
+
+def reference_outputs(
+    source_path: Path, isolation: Isolation | None, warm: WarmKernels | None, *, timeout: int | None, log: Any
+) -> dict[str, dict[str, channel.Output]]:
+    """grade_id -> the outputs the source notebook's test cell sends ({} for a lab that sends none)."""
+    if not source_path.is_file():
+        return {}
+    source = nbformat.read(source_path, as_version=4)
+    tests = graded_test_cells(source)
+    if not any("emit(" in cell.source for _, cell in tests):
+        return {}
+    key = (str(source_path), source_path.stat().st_mtime_ns)
+    if key not in _REFERENCES:
+        log.info("ptgrader: running the source notebook %s once for its reference outputs", source_path)
+        runner = ReferenceRun(source, timeout=timeout)
+        folder = GraderTemp.current().kernel_folder()
+        spec = None
+        try:
+            spec = isolation.spec(folder, dict(os.environ)) if isolation else None
+            emitted = runner.run(folder, spec, warm)
+        finally:
+            if spec is not None and spec.cgroups:
+                cgroups.remove(spec.cgroups)
+            shutil.rmtree(folder, ignore_errors=True)
+        _REFERENCES[key] = {grade_id(cell): emitted[index] for index, cell in tests if emitted.get(index)}
+    return _REFERENCES[key]
+
+
+def compare(nb: NotebookNode, emitted: dict[int, dict[str, channel.Output | None]],
+            reference: dict[str, dict[str, channel.Output]]) -> dict[int, list[str]]:
+    """index -> why a test cell's sent outputs are not the reference's, for every cell where they are not."""
+    found = {}
+    for index, cell in graded_test_cells(nb):
+        expected = reference.get(grade_id(cell))
+        if expected:
+            problems = channel.differences(emitted.get(index, {}), expected)
+            if problems:
+                found[index] = problems
+    return found

@@ -1,0 +1,170 @@
+"""What the grader keeps of a kernel's messages: bounded, inert outputs, and the outputs sent to the grader.
+
+:class:`OutputReceiver` is the part of :class:`~ptgrader.execute.GuardedExecute` that nbclient
+calls for every output message of a cell. A kernel decides what it sends, so everything here is
+bounded before it is kept:
+
+- each cell keeps at most ``max_output_bytes``, cut while the output arrives, and the whole
+  submission at most ``max_submission_output_bytes``: display updates count too, once for every
+  output they rewrite (``display(..., display_id=..., update=True)`` on many earlier outputs made
+  one message a 150 MiB notebook);
+- rich outputs keep only text and raster images (:mod:`ptgrader.outputs`), display updates included;
+- an output too deep or malformed to measure is dropped, never passed on;
+- outputs of the grader's own type (:data:`ptgrader.channel.MIME`) leave the stream and are decoded
+  without running anything; a name sent twice in one run of a cell is kept as a mistake, which
+  fails the comparison, so code that runs late in a cell cannot overwrite a test's output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+from nbformat.v4 import output_from_msg
+
+from . import channel
+from .outputs import make_safe
+
+TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
+OVER_BUDGET = "\n... output dropped by the grader (this submission sent more than {limit} bytes) ...\n"
+#: The decoded outputs of one cell: name -> output, or None for a mistake (a name sent twice, a malformed one).
+Received = dict[str, channel.Output | None]
+
+
+def measured_size(output: object) -> float:
+    """Bytes of an output as JSON; infinite when it cannot be measured (nested too deep, not JSON)."""
+    try:
+        return len(json.dumps(output, default=str))
+    except (RecursionError, ValueError, TypeError):
+        return float("inf")
+
+
+class OutputReceiver:
+    """Mixin for GuardedExecute (a NotebookClient): bounded, inert outputs and the outputs sent to the grader."""
+
+    # Set by GuardedExecute (traits) and by start_receiving() before each run.
+    max_output_bytes: int
+    max_submission_output_bytes: int
+    nb: NotebookNode
+
+    def start_receiving(self, report: Any, expected_tokens: dict[int, str]) -> None:
+        """Forget the last submission's outputs; ``expected_tokens``: cell index -> the completion line to look for."""
+        self._report = report
+        self._expected_tokens = expected_tokens
+        self.seen_tokens: set[int] = set()
+        self.emitted: dict[int, Received] = {}
+        self._emitted_bytes = 0
+        self._cell_bytes: dict[int, int] = {}
+        self._submission_bytes = 0
+        self._stream_tail: dict[int, str] = {}
+
+    # ------------------------------------------------------------------------------- nbclient hooks
+
+    def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
+        """Keep at most the cell's and the submission's share of output, cutting while it arrives; no active formats."""
+        out = super().output(outs, msg, display_id, cell_index)  # type: ignore[misc]
+        if out is None or not outs or outs[-1] is not out:
+            return out
+        if out.output_type == "display_data" and channel.MIME in out.get("data", {}):
+            self._drop_last(outs, display_id, cell_index)  # sent to the grader: never in the graded notebook
+            self._receive(out.data[channel.MIME], cell_index)
+            return None
+        if make_safe(out):
+            self._report.unsafe_outputs += 1
+        if out.output_type == "stream" and cell_index in self._expected_tokens:
+            seen = self._stream_tail.get(cell_index, "") + out.text
+            if self._expected_tokens[cell_index] in seen:
+                self.seen_tokens.add(cell_index)
+            self._stream_tail[cell_index] = seen[-200:]
+        return self._bounded(outs, out, display_id, cell_index)
+
+    def _update_display_id(self, display_id: str, msg: dict) -> None:
+        """A display update rewrites earlier outputs: made inert, and charged once per output it rewrites."""
+        targets = [
+            (cell_index, position)
+            for cell_index, positions in getattr(self, "_display_id_map", {}).get(display_id, {}).items()
+            for position in positions
+            if cell_index < len(self.nb.cells) and position < len(self.nb.cells[cell_index].get("outputs", []))
+        ]
+        if not targets:
+            return
+        try:
+            out = output_from_msg({**msg, "msg_type": "display_data",
+                                   "header": {**msg.get("header", {}), "msg_type": "display_data"}})
+        except (ValueError, KeyError, TypeError):
+            return
+        if make_safe(out):
+            self._report.unsafe_outputs += 1
+        size = measured_size(out) * len(targets)
+        if not self._charge(size):
+            return
+        for cell_index, position in targets:
+            target = self.nb.cells[cell_index].outputs[position]
+            if target.get("output_type") in ("display_data", "execute_result"):
+                target["data"], target["metadata"] = out["data"], out["metadata"]
+
+    # -------------------------------------------------------------------------------------- budgets
+
+    def _charge(self, size: float) -> bool:
+        """Count ``size`` bytes against the submission's budget; False (and counted as dropped) when it is spent."""
+        if self._submission_bytes + size > self.max_submission_output_bytes:
+            self._report.dropped_outputs += 1
+            return False
+        self._submission_bytes += int(size)
+        return True
+
+    def _drop_last(self, outs: list, display_id: str | None, cell_index: int) -> None:
+        """Remove the output just appended, and the display id nbclient recorded for its position."""
+        position = len(outs) - 1
+        outs.pop()
+        if display_id:
+            positions = getattr(self, "_display_id_map", {}).get(display_id, {}).get(cell_index, [])
+            if position in positions:
+                positions.remove(position)
+
+    def _bounded(self, outs: list, out: NotebookNode, display_id: str | None, cell_index: int) -> NotebookNode | None:
+        size = measured_size(out)
+        used = self._cell_bytes.get(cell_index, 0)
+        limit = self.max_output_bytes
+        if used >= limit:
+            self._drop_last(outs, display_id, cell_index)
+            return None
+        if size != float("inf") and used + size <= limit and self._charge(size):
+            self._cell_bytes[cell_index] = used + int(size)
+            return out
+        self._drop_last(outs, display_id, cell_index)
+        self._cell_bytes[cell_index] = limit
+        if self._submission_bytes >= self.max_submission_output_bytes:
+            note = OVER_BUDGET.format(limit=self.max_submission_output_bytes)
+        else:
+            note = TRUNCATED.format(limit=limit)
+            if out.output_type == "stream":
+                note = out.text[: max(0, limit - used)] + note
+        self._submission_bytes += min(len(note), limit)
+        if cell_index not in self._report.truncated_cells:
+            self._report.truncated_cells.append(cell_index)
+        kept = nbformat.v4.new_output("stream", name="stdout", text=note)
+        outs.append(kept)
+        return kept
+
+    # ------------------------------------------------------------------------- outputs sent out (channel)
+
+    def _receive(self, payload: object, cell_index: int) -> None:
+        """Keep one output the kernel sent out (decoded as safetensors or JSON: nothing runs), within bounds."""
+        emitted = self.emitted.setdefault(cell_index, {})
+        self._emitted_bytes += measured_size(payload)
+        if self._emitted_bytes > channel.MAX_BYTES or sum(map(len, self.emitted.values())) >= channel.MAX_OUTPUTS:
+            emitted["(too many outputs)"] = None
+            return
+        try:
+            name, value = channel.decode(payload)
+        except Exception as problem:  # noqa: BLE001  (whatever the kernel sent: a mistake of this cell, not the run's)
+            emitted[f"(malformed output: {type(problem).__name__}: {str(problem)[:200]})"] = None
+            return
+        if name in emitted:
+            emitted[f"(sent twice: {name})"] = None
+            emitted[name] = None
+            return
+        emitted[name] = value

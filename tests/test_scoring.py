@@ -1,0 +1,137 @@
+"""The score of a test cell is the grader's verdict (ptgrader.score), held against nbgrader's own scoring.
+
+nbgrader scores a graded code cell by the first error, stderr stream or execute_result among its
+outputs (nbgrader.utils.determine_grade). These tests build the outputs a kernel could send, let
+the grader write its verdicts, and ask nbgrader what each cell scores. The end-to-end cases (a
+forged execute_result, an honest answer that warns) are graded in the labs: tests/hostile.py.
+"""
+
+from __future__ import annotations
+
+import nbformat
+from nbgrader.utils import determine_grade
+
+from ptgrader import score
+from ptgrader.receive import OutputReceiver, measured_size
+from ptgrader.report import GradingReport
+
+POINTS = 3.0
+
+
+def _test_cell(grade_id: str, outputs: list[dict]) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("ptchecks.check_close(f(), expected, name='f')")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": grade_id,
+                                 "points": POINTS, "schema_version": 3}
+    cell.outputs = [nbformat.from_dict(output) for output in outputs]
+    return cell
+
+
+FORGED_RESULT = {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+                 "data": {"text/plain": "'full marks'"}}
+FORGED_NUMBER = {**FORGED_RESULT, "data": {"text/plain": "3"}}
+WARNING = {"output_type": "stream", "name": "stderr", "text": "UserWarning: To copy construct from a tensor...\n"}
+FAILED = {"output_type": "error", "ename": "ExerciseError", "evalue": "f: wrong values", "traceback": ["tb"]}
+PRINTED = {"output_type": "stream", "name": "stdout", "text": "✅ f\n"}
+
+
+def _graded(cells: list[nbformat.NotebookNode], failures: dict[int, score.Failure] | None = None,
+            test_ids: set[str] | None = None) -> tuple[nbformat.NotebookNode, dict[str, str]]:
+    nb = nbformat.v4.new_notebook(cells=cells)
+    ids = {cell.metadata.nbgrader["grade_id"] for cell in cells} if test_ids is None else test_ids
+    return nb, score.write_verdicts(nb, failures or {}, ids)
+
+
+def _points(cell: nbformat.NotebookNode) -> float | None:
+    return determine_grade(cell)[0]
+
+
+def test_a_warning_on_stderr_costs_nothing_and_stays_visible() -> None:
+    nb, scores = _graded([_test_cell("test_f", [WARNING, PRINTED])])
+    (cell,) = nb.cells
+    assert _points(cell) == POINTS and scores == {"test_f": "passed"}
+    assert [o.get("name") for o in cell.outputs] == ["stdout", "stdout"]
+    assert "UserWarning" in cell.outputs[0].text
+
+
+def test_a_kernels_execute_result_earns_nothing() -> None:
+    for forged in (FORGED_RESULT, FORGED_NUMBER):
+        failed = score.Failure(score.DIFFER, "compared by the grader: f: not sent")
+        nb, scores = _graded([_test_cell("test_f", [forged, FAILED])], {0: failed})
+        (cell,) = nb.cells
+        assert _points(cell) == 0
+        assert [o.output_type for o in cell.outputs] == ["display_data", "stream", "error"]
+        assert cell.outputs[0].data["text/plain"] == forged["data"]["text/plain"]  # still shown, never scored
+        assert cell.outputs[-1].ename == score.DIFFER and scores["test_f"].startswith(score.DIFFER)
+
+
+def test_the_kernels_own_error_fails_the_cell_once() -> None:
+    nb, scores = _graded([_test_cell("test_f", [FAILED])])
+    (cell,) = nb.cells
+    assert _points(cell) == 0 and scores["test_f"] == "TestFailed: ExerciseError: f: wrong values"
+    assert [o.output_type for o in cell.outputs] == ["stream", "error"]  # the traceback as text, then the verdict
+
+
+def test_the_strongest_reason_is_the_verdict() -> None:
+    withheld = score.Failure(score.WITHHELD, "the submission breaks the lab's code policy")
+    nb, scores = _graded([_test_cell("test_f", [FAILED])], {0: withheld})
+    assert scores["test_f"].startswith(score.WITHHELD) and len(nb.cells[0].outputs) == 2
+
+
+def test_a_cell_whose_metadata_makes_it_a_test_earns_nothing() -> None:
+    nb, scores = _graded([_test_cell("test_f", [PRINTED]), _test_cell("forged", [PRINTED])], test_ids={"test_f"})
+    assert [_points(cell) for cell in nb.cells] == [POINTS, 0]
+    assert scores["forged"].startswith(score.NOT_A_TEST)
+
+
+def test_a_passing_cell_ends_with_no_scored_output() -> None:
+    nb, _ = _graded([_test_cell("test_f", [PRINTED, WARNING, FORGED_RESULT])])
+    scored = [o for o in nb.cells[0].outputs
+              if o.output_type in ("error", "execute_result") or o.get("name") == "stderr"]
+    assert scored == [] and _points(nb.cells[0]) == POINTS
+
+
+class _Receiver(OutputReceiver):
+    """The receiving half alone, with nbclient's bookkeeping reduced to what it reads."""
+
+    max_output_bytes = 20_000
+    max_submission_output_bytes = 50_000
+
+    def __init__(self, nb: nbformat.NotebookNode) -> None:
+        self.nb = nb
+        self._display_id_map: dict[str, dict[int, list[int]]] = {}
+        self.start_receiving(GradingReport("s", "lab", "nb"), {})
+
+
+def _display(data: dict, display_id: str = "d") -> dict:
+    return {"msg_type": "update_display_data", "header": {"msg_type": "update_display_data"},
+            "parent_header": {}, "content": {"data": data, "metadata": {}, "transient": {"display_id": display_id}}}
+
+
+def test_display_updates_are_inert_and_charged_for_every_output_they_rewrite() -> None:
+    cells = [nbformat.v4.new_code_cell() for _ in range(10)]
+    for cell in cells:
+        cell.outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "small"})]
+    receiver = _Receiver(nbformat.v4.new_notebook(cells=cells))
+    receiver._display_id_map["d"] = {index: [0] for index in range(10)}
+    receiver._update_display_id("d", _display({"text/html": "<img src=x onerror=alert(1)>", "text/plain": "ok"}))
+    assert all(cell.outputs[0].data == {"text/plain": "ok"} for cell in cells)  # the HTML never arrives
+    receiver._update_display_id("d", _display({"text/plain": "x" * 10_000}))  # 10 outputs x 10 kB > 50 kB
+    assert all(cell.outputs[0].data == {"text/plain": "ok"} for cell in cells)
+    assert receiver._report.dropped_outputs == 1
+
+
+def test_an_output_too_deep_to_measure_is_never_kept() -> None:
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+    assert measured_size({"data": deep}) == float("inf")
+
+
+def test_a_name_sent_twice_in_one_cell_counts_as_not_sent() -> None:
+    receiver = _Receiver(nbformat.v4.new_notebook())
+    for value in (1, 2):
+        receiver._receive({"name": "answer", "typed": value}, 3)
+    receiver._receive({"name": "broken", "safetensors": "not base64"}, 3)
+    received = receiver.emitted[3]
+    assert received["answer"] is None and "(sent twice: answer)" in received
+    assert any(name.startswith("(malformed output") for name in received)
