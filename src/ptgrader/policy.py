@@ -6,7 +6,17 @@ the labs ask for tensor code. So the grader reads every cell a student could hav
 withholds the grade of a submission that reaches for a tool of tampering: an import beyond the
 allowed list, the IPython shell, files, dynamic code, attribute names spelled in strings, dunder
 attributes, private parts of modules, a change to a module or a class of one (under its own name
-or an alias), or a rebinding of a name the set-up or the test cells use. The labs' intro states
+or an alias), or a rebinding of a name the set-up or the test cells use.
+
+Dynamic code is refused as a class, not by its spellings: whatever turns a string (or an object's
+``repr``) into code is named in :data:`EVALUATES_CODE`, refused under any name or path (an
+attribute, an import, a string given to ``getattr``), and the strings such code would read are
+refused where they hide (an annotation, a type's subscript). The few callables whose arguments the
+policy checks at the call (``getattr``, ``Timer``'s code strings, ``display``) may appear only as
+the function of a call, with every argument in sight: never as a value to alias, pass or subclass,
+never with ``*``/``**`` unpacking, and an object's class (``type(x)``) only to compare or print.
+No object may choose its own display type (``_repr_mimebundle_``, ``display(..., raw=True)``), so
+no cell can send an output of the grader's own type. The labs' intro states
 the rule in words; ``ALLOWED_IMPORTS`` is its list of modules.
 
 This is defence in depth, not the wall: the kernel is jailed (:mod:`ptgrader.jail`), so code that
@@ -38,13 +48,50 @@ FORBIDDEN_NAMES = frozenset(
     {
         "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "open", "breakpoint",
         "exit", "quit", "setattr", "delattr", "get_ipython", "__builtins__", "memoryview",
+        "help",  # pydoc imports any module named in a string
         # IPython's input and output history: it holds the source of the cell being graded.
         "In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code",
     }
 )
 
+#: What evaluates a string, or an object's ``repr``, as Python code, beyond eval/exec/compile, in the
+#: modules a solution may use (found by reading them, torch 2.13, for eval, exec and get_type_hints):
+#: typing's annotation resolvers (a string annotation, or a string in a type such as ``List["..."]``, is
+#: code to them) and the APIs that resolve a function's annotations (functools' dispatch, torch's data
+#: pipes and ONNX translation tables), TorchScript (it also evaluates ``# type:`` comments, which no syntax
+#: tree shows), torch.fx (a graph becomes code, its constants written by their repr; ``ep.graph``, a
+#: compile backend's ``gm``), dataclasses' class factory (class attributes given as strings) and the
+#: benchmark's valgrind runner (a process of its own).
+EVALUATES_CODE = frozenset(
+    {
+        "get_type_hints", "ForwardRef", "_evaluate", "_eval_type", "singledispatch", "singledispatchmethod",
+        "datapipes", "IterDataPipe", "MapDataPipe", "argument_validation", "runtime_validation", "onnx",
+        "jit", "fx", "GraphModule", "graph_module", "recompile", "python_code", "nodes", "placeholder",
+        "create_node", "call_function", "call_method", "call_module", "node_copy", "graph_copy",
+        "make_dataclass", "collect_callgrind",
+    }
+)
+
+#: What publishes a display message of a type the cell chooses (the grader's included): IPython's hooks with
+#: which an object picks its own types, and IPython's and the kernel's publishing paths, if reached at all.
+CHOOSES_MIME = frozenset(
+    {
+        "_repr_mimebundle_", "_ipython_display_", "publish_display_data", "update_display", "DisplayHandle",
+        "IPython", "ipykernel", "Comm", "iopub_socket",
+    }
+)
+
+#: Why each name of the two lists above is refused, wherever it appears.
+_REFUSED_BECAUSE = {
+    **{name: "it evaluates strings or reprs as code" for name in EVALUATES_CODE},
+    **{name: "it publishes outputs of a type the cell chooses, the grader's included" for name in CHOOSES_MIME},
+}
+
+#: Parts of a module path that no import may name.
+_FORBIDDEN_PARTS = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE
+
 #: Attributes that walk from an object to interpreter internals (frames, code, modules of the runtime).
-FORBIDDEN_ATTRIBUTES = frozenset(
+FORBIDDEN_ATTRIBUTES = EVALUATES_CODE | CHOOSES_MIME | frozenset(
     {
         "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
         "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
@@ -55,9 +102,10 @@ FORBIDDEN_ATTRIBUTES = frozenset(
 )
 
 #: Dunder attributes and method names an honest solution uses (a class's constructor, a context manager).
+#: Not ``__contains__``: ``type(x) in box`` would hand the class of any object to the student's method.
 ALLOWED_DUNDERS = frozenset(
     {"__init__", "__call__", "__enter__", "__exit__", "__repr__", "__str__", "__len__", "__iter__", "__next__",
-     "__getitem__", "__contains__", "__name__", "__post_init__"}
+     "__getitem__", "__name__", "__post_init__"}
 )
 
 #: Names bound by the locked setup cells and Python itself: rebinding one changes what the tests run.
@@ -65,6 +113,9 @@ PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlab
 
 #: The modules those names stand for: a student may import them under these names themselves.
 CONVENTIONAL_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
+
+#: Dunder names a string may spell: the allowed ones, and the name of a script run as a program.
+_DUNDER_STRINGS = ALLOWED_DUNDERS | {"__main__"}
 
 #: IPython magics a student may use: they time code and run nothing else. Their option letters
 #: (IPython's own, IPython/core/magics/execution.py) are read off before the code is read.
@@ -75,8 +126,27 @@ _TIMEIT_OPTIONS = "n:r:tcp:qov:"
 _TENSOR_TYPES = frozenset({"Tensor", "Parameter", "Buffer", "TensorBase"})
 #: Callables that reach an attribute by a name given as a string.
 _BY_NAME = frozenset({"getattr", "hasattr", "attrgetter", "methodcaller"})
-#: Callables that take code as a string (``torch.utils.benchmark.Timer(stmt=..., setup=...)``).
-_CODE_STRINGS = {"Timer": ("stmt", "setup", "global_setup")}
+#: Names that may appear only as the function of a call (what each does is checked at the call, so the
+#: same object reached as a value, through an alias, an argument or a base class, would escape the check).
+_CALL_ONLY = {
+    **{name: "it reaches attributes by computed names" for name in _BY_NAME},
+    "Timer": "it runs strings as code",
+    "timeit": "it runs strings as code",  # `t.timeit(100)`, never the timeit module itself
+    "display": "its options publish any display type",
+}
+#: The same for bare names only (``x.device.type`` is a tensor's own attribute).
+_CALL_ONLY_NAMES = {"type": "it gives the class of any object"}
+#: What ``display`` may take besides the objects, each shown through its own ``_repr_*_`` methods (one fixed
+#: type each). Not ``raw``: a dict of any types; not ``display_id``/``update``: outputs rewritten later.
+_DISPLAY_OPTIONS = frozenset({"include", "exclude", "clear"})
+#: ``torch.utils.benchmark.Timer``'s code strings, in their positional order, and the options it may take
+#: (not ``language``: C++ code; not ``global_setup``: C++ only; not ``timer``).
+_TIMER_CODE = ("stmt", "setup")
+_TIMER_OPTIONS = frozenset({"globals", "label", "sub_label", "description", "num_threads", "env"})
+#: Calls that only look at a class: ``type(x)`` given to them yields nothing to call or change.
+_LOOKS_AT = frozenset({"print", "str", "repr", "isinstance", "issubclass", "id", "hash"})
+#: Builtin classes whose subscript is a type (``list["..."]``: a string in it is code to typing).
+_GENERICS = frozenset({"list", "dict", "tuple", "set", "frozenset", "type"})
 
 _transformer = TransformerManager()
 _magics = Magics.__new__(Magics)
@@ -180,6 +250,37 @@ def _is_chain(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
+def _holds_string(node: ast.AST) -> bool:
+    """Whether a string constant is anywhere in ``node`` (``"int"``, ``List["x"]``, ``Optional[tuple["y"]]``)."""
+    return any(isinstance(inner, ast.Constant) and isinstance(inner.value, str) for inner in ast.walk(node))
+
+
+def _unpacks(node: ast.Call) -> bool:
+    """``f(*args)`` or ``f(**kwargs)``: arguments the policy cannot read."""
+    return any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
+
+
+def _is_super_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def _looked_at(tree: ast.AST) -> set[int]:
+    """ids of the expressions that are only compared, printed or named (``type(x) is T``, ``print(type(x))``,
+    ``f"{type(x)}"``, ``type(x).__name__``): a class there gives nothing to call or change (no student class
+    can receive it: ``__eq__`` and ``__contains__`` are not among the dunders a student may define)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            found |= {id(node.left), *map(id, node.comparators)}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _LOOKS_AT:
+            found |= set(map(id, node.args))
+        elif isinstance(node, ast.FormattedValue):
+            found.add(id(node.value))
+        elif isinstance(node, ast.Attribute) and node.attr == "__name__":
+            found.add(id(node.value))
+    return found
+
+
 def _bad_attribute(name: str) -> str:
     """Why an attribute name spelled in a string is refused ("" when it is harmless)."""
     if name.startswith("__") and name.endswith("__"):
@@ -203,6 +304,12 @@ class _Reader(ast.NodeVisitor):
     findings: list[Finding] = field(default_factory=list)
     depth: int = 0  # 0 at the cell's top level, where a binding is a notebook global
     called: set[int] = field(default_factory=set)  # ids of the nodes that are the function of a call
+    looked_at: set[int] = field(default_factory=set)  # ids of the expressions only compared or printed
+
+    def value_use(self, node: ast.AST, name: str, table: dict[str, str]) -> None:
+        """Flag a call-only name (``getattr``, ``Timer``) that appears other than as the function of a call."""
+        if name in table and id(node) not in self.called:
+            self.flag(node, f"uses {name} as a value ({table[name]})")
 
     def flag(self, node: ast.AST, what: str) -> None:
         self.findings.append(Finding(self.cell, getattr(node, "lineno", 0), what))
@@ -214,7 +321,7 @@ class _Reader(ast.NodeVisitor):
         parts = set(module.split("."))
         if top not in ALLOWED_IMPORTS:
             self.flag(node, f"imports {module} (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
-        elif parts & FORBIDDEN_TORCH_PARTS or any(part.startswith("_") for part in parts):
+        elif parts & _FORBIDDEN_PARTS or any(part.startswith("_") for part in parts):
             self.flag(node, f"imports {module}, a part of torch the labs do not allow")
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -233,6 +340,8 @@ class _Reader(ast.NodeVisitor):
                 self.flag(node, f"imports {alias.name!r} from {node.module}")
             elif _bad_attribute(alias.name):
                 self.flag(node, f"imports {_bad_attribute(alias.name)} from {node.module}")
+            elif alias.name in _CALL_ONLY and alias.asname not in (None, alias.name):
+                self.flag(node, f"imports {alias.name} as {alias.asname} ({alias.name} is used only by its own name)")
             bound = alias.asname or alias.name
             if self.depth == 0:
                 self.check_binding(node, bound, imported=f"{node.module}.{alias.name}")
@@ -254,10 +363,12 @@ class _Reader(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in FORBIDDEN_NAMES or node.id in self.banned:
             self.flag(node, f"uses {node.id}")
+        elif node.id in _REFUSED_BECAUSE:
+            self.flag(node, f"uses {node.id} ({_REFUSED_BECAUSE[node.id]})")
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
             self.flag(node, f"uses {node.id}")
-        elif node.id in _BY_NAME and id(node) not in self.called:
-            self.flag(node, f"uses {node.id} as a value (it reaches attributes by computed names)")
+        else:
+            self.value_use(node, node.id, {**_CALL_ONLY, **_CALL_ONLY_NAMES})
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
             self.check_binding(node, node.id)
 
@@ -266,9 +377,41 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._annotation(node.annotation)
         if node.value is not None:
             self._aliases([node.target], node.value)
         self.generic_visit(node)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._annotation(node.annotation)
+        self.generic_visit(node)
+
+    def _annotation(self, node: ast.expr | None) -> None:
+        """An annotation is code to whatever resolves it (typing, functools.singledispatch, torch): no strings."""
+        if node is not None and _holds_string(node):
+            self.flag(node, "puts a string in an annotation (what resolves annotations evaluates it as code)")
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        """``List["..."]``, ``dict[str, "..."]``: a string in a type is code to typing, annotation or not."""
+        value = node.value
+        is_type = (isinstance(value, ast.Name) and value.id in _GENERICS) or (
+            _is_chain(value) and _root_name(value) in self.module_names
+        )
+        if is_type and _holds_string(node.slice):
+            self.flag(node, "puts a string in a type (typing evaluates it as code)")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        """Strings that spell what the policy refuses by name (attributes reached by a string, the grader's type)."""
+        value = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+        if not isinstance(value, str):
+            return
+        if "ptgrader" in value.lower():
+            self.flag(node, "spells the grader's name in a string (its display type is the grader's alone)")
+        elif value in _REFUSED_BECAUSE:
+            self.flag(node, f"spells {value!r} in a string ({_REFUSED_BECAUSE[value]})")
+        elif value.isidentifier() and value.startswith("__") and value.endswith("__") and value not in _DUNDER_STRINGS:
+            self.flag(node, f"spells the dunder name {value} in a string")
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
         self._aliases([node.target], node.value)
@@ -323,12 +466,18 @@ class _Reader(ast.NodeVisitor):
         root = _root_name(node)
         if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self.flag(node, f"uses the attribute {attr}")
+        elif attr == "__init__" and not _is_super_call(node.value):
+            self.flag(node, "uses __init__ of an existing object (only super().__init__(): it re-runs a constructor)")
+        elif attr in _REFUSED_BECAUSE:
+            self.flag(node, f"uses .{attr} ({_REFUSED_BECAUSE[attr]})")
+        elif attr == "graph" and not (_is_chain(node.value) and root in self.module_names):
+            self.flag(node, "uses .graph of an object (a torch.fx graph, which becomes code)")
         elif attr in FORBIDDEN_ATTRIBUTES or (root in self.module_names and attr in FORBIDDEN_TORCH_PARTS):
             self.flag(node, f"uses .{attr}")
         elif root in self.module_names and attr.startswith("_"):
             self.flag(node, f"uses the private attribute {root}...{attr}")
-        elif attr in _BY_NAME and id(node) not in self.called:
-            self.flag(node, f"uses {attr} as a value (it reaches attributes by computed names)")
+        else:
+            self.value_use(node, attr, _CALL_ONLY)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if root in self.module_names or root in PROTECTED_NAMES:
                 self.flag(node, f"changes {root}...{attr}, which belongs to a module or to Python")
@@ -352,11 +501,30 @@ class _Reader(ast.NodeVisitor):
         name = _last_name(node.func)
         if name in _BY_NAME:
             self._by_name(node, name)
-        elif name == "type" and len(node.args) == 3:
-            self.flag(node, "makes a class with type(name, bases, namespace)")
-        elif name in _CODE_STRINGS:
-            self._code_strings(node, name)
+        elif name == "type" and isinstance(node.func, ast.Name):
+            self._type(node)
+        elif name == "Timer":
+            self._timer(node)
+        elif name == "display":
+            self._display(node)
+        elif name == "compile" and any(k.arg in ("options", None) for k in node.keywords):
+            self.flag(node, "torch.compile(options=...): the compiler's settings name programs to run (its C++ compiler)")
         self.generic_visit(node)
+
+    def _display(self, node: ast.Call) -> None:
+        """``display(x)`` shows x in the types its own methods give; its other options are refused."""
+        for keyword in node.keywords:
+            if keyword.arg not in _DISPLAY_OPTIONS:
+                allowed = ", ".join(sorted(_DISPLAY_OPTIONS))
+                self.flag(node, f"display({keyword.arg or '**'}=...) (allowed: the objects, {allowed})")
+
+    def _type(self, node: ast.Call) -> None:
+        """``type(name, bases, namespace)`` makes a class; ``type(x)`` gives one, which may only be compared or printed
+        (called, it would be a way around every check made at a call: ``type(timer)(stmt=...)``)."""
+        if len(node.args) == 3:
+            self.flag(node, "makes a class with type(name, bases, namespace)")
+        elif id(node) not in self.looked_at:
+            self.flag(node, "uses type(x) other than to compare or print it (a class, to call or to change)")
 
     def _by_name(self, node: ast.Call, name: str) -> None:
         """getattr(x, "name"), attrgetter("a.b"), methodcaller("name"): the names must be constant and harmless."""
@@ -375,19 +543,27 @@ class _Reader(ast.NodeVisitor):
                 if why:
                     self.flag(node, f"{name} reaching {why}")
 
-    def _code_strings(self, node: ast.Call, name: str) -> None:
-        """``Timer(stmt="...")`` runs its strings as code: read them as the cell's own code."""
-        keywords = _CODE_STRINGS[name]
-        pieces = list(zip(keywords, node.args, strict=False)) + [(k.arg, k.value) for k in node.keywords if k.arg in keywords]
+    def _timer(self, node: ast.Call) -> None:
+        """``Timer(stmt="...", setup="...")`` runs its strings as code: every argument in sight, only Python's
+        options, and the strings read as the cell's own code."""
+        if _unpacks(node):
+            self.flag(node, "Timer(*.../**...) with arguments the policy cannot read")
+        if len(node.args) > len(_TIMER_CODE):
+            self.flag(node, "Timer with more than stmt and setup given by position")
+        for keyword in node.keywords:
+            if keyword.arg not in (None, *_TIMER_CODE, *_TIMER_OPTIONS):
+                self.flag(node, f"Timer({keyword.arg}=...) (allowed: stmt, setup, {', '.join(sorted(_TIMER_OPTIONS))})")
+        pieces = list(zip(_TIMER_CODE, node.args, strict=False))
+        pieces += [(k.arg, k.value) for k in node.keywords if k.arg in _TIMER_CODE]
         for keyword, value in pieces:
             if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
-                self.flag(node, f"{name}({keyword}=...) with code that is not a constant string")
+                self.flag(node, f"Timer({keyword}=...) with code that is not a constant string")
                 continue
             if _parse(value.value) is None:
-                self.flag(node, f"{name}({keyword}=...) with code that does not parse")
+                self.flag(node, f"Timer({keyword}=...) with code that does not parse")
                 continue
             self.findings += [
-                Finding(self.cell, getattr(node, "lineno", 0), f"in {name}({keyword}=...): {finding.what}")
+                Finding(self.cell, getattr(node, "lineno", 0), f"in Timer({keyword}=...): {finding.what}")
                 for finding in scan_cell(value.value, self.cell, self.setup_modules, lab=self.lab)
             ]
 
@@ -397,6 +573,8 @@ class _Reader(ast.NodeVisitor):
         if name is not None:
             if name.startswith("__") and name.endswith("__") and name not in ALLOWED_DUNDERS:
                 self.flag(node, f"defines {name}")
+            elif name in _REFUSED_BECAUSE:
+                self.flag(node, f"defines {name} ({_REFUSED_BECAUSE[name]})")
             if self.depth == 0:
                 self.check_binding(node, name)
         self.depth += 1
@@ -404,9 +582,11 @@ class _Reader(ast.NodeVisitor):
         self.depth -= 1
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._annotation(node.returns)
         self._visit_scope(node, node.name)
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._annotation(node.returns)
         self._visit_scope(node, node.name)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -495,6 +675,7 @@ def scan_cell(source: str, cell: int, setup_modules: dict[str, str], *, lab: Lab
         return []
     reader = _Reader(cell, set(setup_modules), setup_modules, lab or LabNames())
     reader.banned = {name for name, module in setup_modules.items() if not _allowed_to_use(module)}
+    reader.looked_at = _looked_at(tree)
     reader.visit(tree)
     return reader.findings
 
@@ -502,4 +683,4 @@ def scan_cell(source: str, cell: int, setup_modules: dict[str, str], *, lab: Lab
 def _allowed_to_use(module: str) -> bool:
     """May a student cell use a name the setup bound to ``module``? (torch yes, ptlabs yes, os no)."""
     top = module.split(".")[0]
-    return (top in ALLOWED_IMPORTS or top == "ptlabs") and not set(module.split(".")) & FORBIDDEN_TORCH_PARTS
+    return (top in ALLOWED_IMPORTS or top == "ptlabs") and not set(module.split(".")) & _FORBIDDEN_PARTS
