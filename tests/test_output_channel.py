@@ -156,3 +156,19 @@ def test_malformed_payloads_are_rejected_without_running_anything() -> None:
     ):
         with pytest.raises(ValueError):
             channel.decode(payload)
+
+
+def test_a_passing_check_sends_what_it_saw_numbered_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[dict] = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data[ptchecks.OUTPUT_MIME]))
+    monkeypatch.setattr(ptchecks, "_execution_id", lambda: "run-1")
+    monkeypatch.setattr(ptchecks, "_SENT", {})
+    ptchecks.check_true(True, name="kept", why="")
+    ptchecks.check_raises(ValueError, int, "x", name="bad literal")
+    with pytest.raises(ptchecks.ExerciseError):
+        ptchecks.check_equal([1], (1,), name="tuple")  # a failing check sends nothing: the cell fails anyway
+    decoded = dict(channel.decode(payload) for payload in shown)
+    assert {name: output.value for name, output in decoded.items()} == {
+        "check_true #1: kept": True, "check_raises #2: bad literal": "ValueError"
+    }

@@ -24,7 +24,7 @@ from typing import Any
 #: The display type of an output sent to the grader.
 MIME = "application/vnd.ptgrader.output+json"
 #: The most outputs, and bytes of outputs, the grader keeps from one submission (more are dropped).
-MAX_OUTPUTS = 1024
+MAX_OUTPUTS = 4096
 MAX_BYTES = 64 << 20
 
 
