@@ -69,6 +69,7 @@ EVALUATES_CODE = frozenset(
         "jit", "fx", "GraphModule", "graph_module", "recompile", "python_code", "nodes", "placeholder",
         "create_node", "call_function", "call_method", "call_module", "node_copy", "graph_copy",
         "make_dataclass", "collect_callgrind",
+        "cpp_jit", "jiterator",  # C++ and CUDA code given as strings, compiled and loaded
     }
 )
 
@@ -90,8 +91,9 @@ _REFUSED_BECAUSE = {
 #: Parts of a module path that no import may name.
 _FORBIDDEN_PARTS = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE
 
-#: Attributes that walk from an object to interpreter internals (frames, code, modules of the runtime).
-FORBIDDEN_ATTRIBUTES = EVALUATES_CODE | CHOOSES_MIME | frozenset(
+#: Attributes that walk from an object to interpreter internals (frames, code, modules of the runtime), and
+#: the forbidden parts of torch however they are reached (``[torch][0].ops`` is torch.ops too).
+FORBIDDEN_ATTRIBUTES = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE | CHOOSES_MIME | frozenset(
     {
         "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
         "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
@@ -114,8 +116,9 @@ PROTECTED_NAMES = frozenset(dir(builtins)) | {"torch", "nn", "F", "math", "ptlab
 #: The modules those names stand for: a student may import them under these names themselves.
 CONVENTIONAL_NAMES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional", "math": "math"}
 
-#: Dunder names a string may spell: the allowed ones, and the name of a script run as a program.
-_DUNDER_STRINGS = ALLOWED_DUNDERS | {"__main__"}
+#: Dunder names a string may spell (``getattr(x, "__len__")``): the allowed ones but ``__init__``, which would
+#: run a constructor again on an existing object, and the name of a script run as a program.
+_DUNDER_STRINGS = ALLOWED_DUNDERS - {"__init__"} | {"__main__"}
 
 #: IPython magics a student may use: they time code and run nothing else. Their option letters
 #: (IPython's own, IPython/core/magics/execution.py) are read off before the code is read.
@@ -260,6 +263,16 @@ def _unpacks(node: ast.Call) -> bool:
     return any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
 
 
+def _names_themselves(node: ast.AST) -> bool:
+    """``{"f": f, "x": x}``: a namespace that binds each name to the notebook's value of that name, so that code
+    run in it reads what the cell reads (``{"t": torch}`` would hide a module under a name the policy
+    does not know)."""
+    return isinstance(node, ast.Dict) and all(
+        isinstance(key, ast.Constant) and isinstance(value, ast.Name) and key.value == value.id
+        for key, value in zip(node.keys, node.values, strict=True)
+    )
+
+
 def _is_super_call(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
@@ -284,12 +297,63 @@ def _looked_at(tree: ast.AST) -> set[int]:
 def _bad_attribute(name: str) -> str:
     """Why an attribute name spelled in a string is refused ("" when it is harmless)."""
     if name.startswith("__") and name.endswith("__"):
-        return "" if name in ALLOWED_DUNDERS else f"the dunder attribute {name}"
+        return "" if name in _DUNDER_STRINGS else f"the dunder attribute {name}"
     if name.startswith("_"):
         return f"the private attribute {name}"
-    if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_TORCH_PARTS or name in FORBIDDEN_NAMES:
+    if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_NAMES:
         return f"the attribute {name}"
     return ""
+
+
+#: The symbol-table names of the scopes of a cell's nodes (Python 3.11 gives each comprehension a scope).
+_SCOPE_NAMES = {ast.Lambda: "lambda", ast.ListComp: "listcomp", ast.SetComp: "setcomp", ast.DictComp: "dictcomp",
+                ast.GeneratorExp: "genexpr"}
+
+
+@dataclass
+class _Scopes:
+    """Where a name used in a cell comes from, by Python's own scope rules (symtable): this cell, or another cell.
+
+    Why: a cell's own aliases of modules are known (``t = torch.testing``), another cell's are not, so a
+    name from another cell may be a module for all the policy can tell, and nothing of it may be changed.
+    """
+
+    bound_here: set[str]  # notebook globals this cell binds
+    stack: list[symtable.SymbolTable]
+    inner: dict[tuple[str, int], list[symtable.SymbolTable]]  # (scope name, line) -> its tables, in source order
+
+    @classmethod
+    def of(cls, code: str) -> _Scopes | None:
+        """The scopes of ``code``, or None where Python would refuse to compile it (and so to run it)."""
+        try:
+            top = symtable.symtable(code, "<cell>", "exec")
+        except SyntaxError:
+            return None
+        inner: dict[tuple[str, int], list[symtable.SymbolTable]] = {}
+        pending = list(top.get_children())
+        while pending:
+            table = pending.pop(0)
+            inner.setdefault((table.get_name(), table.get_lineno()), []).append(table)
+            pending += table.get_children()
+        names = _global_names(code)
+        return cls(names[0] if names else set(), [top], inner)
+
+    def enter(self, name: str, line: int) -> None:
+        """Step into the scope that ``name`` opens on ``line`` (the one around it when none is known)."""
+        tables = self.inner.get((name, line))
+        self.stack.append(tables.pop(0) if tables else self.stack[-1])
+
+    def leave(self) -> None:
+        self.stack.pop()
+
+    def from_elsewhere(self, name: str) -> bool:
+        """Whether ``name``, where it is used now, is a notebook global that this cell does not bind."""
+        table = self.stack[-1]
+        if table.get_type() != "module" and name in table.get_identifiers():
+            symbol = table.lookup(name)
+            if symbol.is_local() or symbol.is_parameter() or symbol.is_free():
+                return False
+        return name not in self.bound_here and name not in PROTECTED_NAMES
 
 
 @dataclass
@@ -305,6 +369,11 @@ class _Reader(ast.NodeVisitor):
     depth: int = 0  # 0 at the cell's top level, where a binding is a notebook global
     called: set[int] = field(default_factory=set)  # ids of the nodes that are the function of a call
     looked_at: set[int] = field(default_factory=set)  # ids of the expressions only compared or printed
+    scopes: _Scopes | None = None  # where each name comes from (set before the visit)
+
+    def scan_code(self, code: str) -> list[Finding]:
+        """The findings of code this cell runs from a string (a magic's, Timer's), knowing the cell's modules."""
+        return scan_cell(code, self.cell, self.setup_modules, lab=self.lab, modules=frozenset(self.module_names))
 
     def value_use(self, node: ast.AST, name: str, table: dict[str, str]) -> None:
         """Flag a call-only name (``getattr``, ``Timer``) that appears other than as the function of a call."""
@@ -472,9 +541,9 @@ class _Reader(ast.NodeVisitor):
             self.flag(node, f"uses .{attr} ({_REFUSED_BECAUSE[attr]})")
         elif attr == "graph" and not (_is_chain(node.value) and root in self.module_names):
             self.flag(node, "uses .graph of an object (a torch.fx graph, which becomes code)")
-        elif attr in FORBIDDEN_ATTRIBUTES or (root in self.module_names and attr in FORBIDDEN_TORCH_PARTS):
+        elif attr in FORBIDDEN_ATTRIBUTES:
             self.flag(node, f"uses .{attr}")
-        elif root in self.module_names and attr.startswith("_"):
+        elif attr.startswith("_") and (root in self.module_names or self._from_elsewhere(root)):
             self.flag(node, f"uses the private attribute {root}...{attr}")
         else:
             self.value_use(node, attr, _CALL_ONLY)
@@ -483,7 +552,12 @@ class _Reader(ast.NodeVisitor):
                 self.flag(node, f"changes {root}...{attr}, which belongs to a module or to Python")
             elif root is None:  # `[type(x)][0].add = f`: a class reached through an expression
                 self.flag(node, f"changes the attribute {attr} of an expression (only of a name: `model.{attr} = ...`)")
+            elif self._from_elsewhere(root):
+                self.flag(node, f"changes {root}...{attr}, and {root} comes from another cell (a module, for all it shows)")
         self.generic_visit(node)
+
+    def _from_elsewhere(self, name: str | None) -> bool:
+        return name is not None and self.scopes is not None and self.scopes.from_elsewhere(name)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.called.add(id(node.func))
@@ -495,7 +569,7 @@ class _Reader(ast.NodeVisitor):
                     continue
                 self.findings += [
                     Finding(self.cell, getattr(node, "lineno", 0), f"in %{node.args[0].value}: {finding.what}")
-                    for finding in scan_cell(code, self.cell, self.setup_modules, lab=self.lab)
+                    for finding in self.scan_code(code)
                 ]
             return
         name = _last_name(node.func)
@@ -553,6 +627,8 @@ class _Reader(ast.NodeVisitor):
         for keyword in node.keywords:
             if keyword.arg not in (None, *_TIMER_CODE, *_TIMER_OPTIONS):
                 self.flag(node, f"Timer({keyword.arg}=...) (allowed: stmt, setup, {', '.join(sorted(_TIMER_OPTIONS))})")
+            elif keyword.arg == "globals" and not _names_themselves(keyword.value):
+                self.flag(node, "Timer(globals=...) other than {'name': name, ...}: the code must read the cell's names")
         pieces = list(zip(_TIMER_CODE, node.args, strict=False))
         pieces += [(k.arg, k.value) for k in node.keywords if k.arg in _TIMER_CODE]
         for keyword, value in pieces:
@@ -564,7 +640,7 @@ class _Reader(ast.NodeVisitor):
                 continue
             self.findings += [
                 Finding(self.cell, getattr(node, "lineno", 0), f"in Timer({keyword}=...): {finding.what}")
-                for finding in scan_cell(value.value, self.cell, self.setup_modules, lab=self.lab)
+                for finding in self.scan_code(value.value)
             ]
 
     # ------------------------------------------------------------------------------- scopes
@@ -578,8 +654,22 @@ class _Reader(ast.NodeVisitor):
             if self.depth == 0:
                 self.check_binding(node, name)
         self.depth += 1
-        self.generic_visit(node)
+        self._in_scope(node, name or _SCOPE_NAMES[type(node)])
         self.depth -= 1
+
+    def _in_scope(self, node: ast.AST, name: str) -> None:
+        """Visit ``node`` inside the scope it opens, so that its names resolve as Python resolves them."""
+        if self.scopes is None:
+            self.generic_visit(node)
+            return
+        self.scopes.enter(name, node.lineno)
+        self.generic_visit(node)
+        self.scopes.leave()
+
+    def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> None:
+        self._in_scope(node, _SCOPE_NAMES[type(node)])
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         self._annotation(node.returns)
@@ -662,8 +752,18 @@ def setup_module_names(trusted_sources: list[str]) -> dict[str, str]:
     return names
 
 
-def scan_cell(source: str, cell: int, setup_modules: dict[str, str], *, lab: LabNames | None = None) -> list[Finding]:
+def scan_cell(
+    source: str,
+    cell: int,
+    setup_modules: dict[str, str],
+    *,
+    lab: LabNames | None = None,
+    modules: frozenset[str] = frozenset(),
+) -> list[Finding]:
     """The policy findings of one student cell ([] when it keeps to the rules).
+
+    ``modules``: more names bound to modules or their classes, for code that a cell runs from a
+    string (its aliases, ``t = torch.testing``, hold there too).
 
     The cell is first turned into Python the way IPython does it, so ``!cmd`` and ``%magic``
     appear as the ``get_ipython()`` calls they are. A cell that does not parse is left alone:
@@ -673,9 +773,10 @@ def scan_cell(source: str, cell: int, setup_modules: dict[str, str], *, lab: Lab
     tree = _parse(source)
     if tree is None:
         return []
-    reader = _Reader(cell, set(setup_modules), setup_modules, lab or LabNames())
+    reader = _Reader(cell, set(setup_modules) | modules, setup_modules, lab or LabNames())
     reader.banned = {name for name, module in setup_modules.items() if not _allowed_to_use(module)}
     reader.looked_at = _looked_at(tree)
+    reader.scopes = _Scopes.of(_transformer.transform_cell(source))
     reader.visit(tree)
     return reader.findings
 
