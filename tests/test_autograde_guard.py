@@ -81,6 +81,8 @@ HONEST = [
     "from dataclasses import dataclass\n\n@dataclass\nclass Settings:\n    lr: float = 0.1\n    name: str = 'sgd'",
     "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.layers = {'w': 1}",
     "state = model.state_dict()\nprint(state['weight'], x.type(torch.float64))",
+    "def grow(model, t):\n    model.head = t\n    for m in model.modules():\n        m._flag = [h._x for h in m.hooks]\n"
+    "    return lambda c: c._y",
 ]
 
 CHEATS = {
@@ -194,6 +196,8 @@ CHEATS = {
     "def f():\n    del t.assert_close": "and t comes from another cell",
     "t._C._set_grad_enabled(False)": "uses the private attribute t..._C",
     "torch.utils.benchmark.utils.cpp_jit.compile_timeit_template(stmt=code, setup='', global_setup='')": "uses .cpp_jit",
+    "(bound,) = ep.range_constraints\nbound.diff('exec(1)')": "uses .range_constraints",
+    "def forward(self, x):\n    return x.shape[0].node.expr.diff('exec(1)')": "uses .node",
     # class 4: torch.fx, whose graphs become code (constants written by their repr)
     "import torch.fx": "imports torch.fx",
     "graph = ep.graph\ngraph.placeholder('x', default_value=Code())": "uses .graph of an object",

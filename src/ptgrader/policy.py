@@ -70,6 +70,8 @@ EVALUATES_CODE = frozenset(
         "create_node", "call_function", "call_method", "call_module", "node_copy", "graph_copy",
         "make_dataclass", "collect_callgrind",
         "cpp_jit", "jiterator",  # C++ and CUDA code given as strings, compiled and loaded
+        # sympy, whose expressions (a traced shape's, an exported program's ranges) parse strings with eval
+        "sympy", "sympify", "parse_expr", "range_constraints", "node", "expr", "shape_env",
     }
 )
 
