@@ -64,23 +64,33 @@ check-python:
 	  exit 1; \
 	fi
 
-# Graphviz's `dot` draws autograd graphs (torchviz); the site's figures need it.
+# Graphviz's `dot` draws autograd graphs (torchviz); the site's figures need it. On Linux, libseccomp compiles the
+# grading kernels' system call filter (src/ptgrader/syscalls.py, through pyseccomp; elsewhere there is no jail).
 system-deps:
 	@$(call require,dot,graphviz)
+ifeq ($(shell uname -s),Linux)
+	@$(call require_library,libseccomp.so.2,libseccomp2)
+endif
 
 # Debian's Chromium, driven by Playwright in the site test (Playwright's own browser download needs internet).
 browser:
 	@$(call require,$(CHROMIUM),chromium)
 
 # $(call require,COMMAND,DEBIAN-PACKAGE): install the package with apt when the command is missing.
-define require
-if ! command -v $(1) >/dev/null 2>&1; then \
+require = $(call install_missing,command -v $(1) >/dev/null 2>&1,'$(1)',$(2))
+# $(call require_library,SONAME,DEBIAN-PACKAGE): the same for a shared library the dynamic linker must find.
+require_library = $(call install_missing,/sbin/ldconfig -p | grep -q '$(1) ',the library $(1),$(2))
+
+# $(call install_missing,CHECK,WHAT,DEBIAN-PACKAGE): run CHECK; when it fails, install the package (as root, with
+# apt-get) and run CHECK again, or stop with a message that says what to install.
+define install_missing
+if ! $(1); then \
   if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-    echo "installing the system package $(2) with apt-get (about a minute)"; \
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; \
-    command -v $(1) >/dev/null 2>&1 || { echo "error: installed $(2) but '$(1)' is still missing" >&2; exit 1; }; \
+    echo "installing the system package $(3) with apt-get (about a minute)"; \
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(3) >/dev/null; \
+    $(1) || { echo "error: installed $(3) but $(2) is still missing" >&2; exit 1; }; \
   else \
-    echo "error: '$(1)' is missing. Install the '$(2)' package (Debian/Ubuntu: sudo apt-get install $(2); macOS: brew install $(2)) and run make again." >&2; \
+    echo "error: $(2) is missing. Install the '$(3)' package (Debian/Ubuntu: sudo apt-get install $(3); macOS: brew install $(3)) and run make again." >&2; \
     exit 1; \
   fi; \
 fi

@@ -30,7 +30,7 @@ from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation, defau
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
-from tests import hostile, lab_tools
+from tests import hostile, jail_tools, lab_tools
 
 LINUX = sys.platform.startswith("linux")
 linux_only = pytest.mark.skipif(not LINUX, reason="kernels are jailed with Linux namespaces")
@@ -544,22 +544,10 @@ def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: 
 
 
 def _run_kernel(tmp_path: Path, warm: object, source: str) -> tuple[nbformat.NotebookNode, IsolatedKernelManager]:
-    from nbclient import NotebookClient
-
-    folder = GraderTemp.current().kernel_folder()
-    spec = Isolation(str(tmp_path)).spec(folder, dict(os.environ))
-    km = IsolatedKernelManager(kernel_name="python3")
-    km.prepare(folder, spec, warm)
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    client = NotebookClient(nb, km=km, timeout=120, shutdown_kernel="immediate")
-    try:
-        with client.setup_kernel():
-            client.execute_cell(nb.cells[0], 0)
-            nb.metadata["leftovers"] = km.leftover_processes()
-            nb.metadata["ip"] = km.ip
-    finally:
-        km.ensure_dead()
-        cgroups.remove(spec.cgroups)
+    with jail_tools.jailed_kernel(tmp_path, warm) as (km, run):
+        nb = nbformat.v4.new_notebook(cells=[run(source)])
+        nb.metadata["leftovers"] = km.leftover_processes()
+        nb.metadata["ip"] = km.ip
     return nb, km
 
 

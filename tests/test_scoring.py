@@ -135,3 +135,20 @@ def test_a_name_sent_twice_in_one_cell_counts_as_not_sent() -> None:
     received = receiver.emitted[3]
     assert received["answer"] is None and "(sent twice: answer)" in received
     assert any(name.startswith("(malformed output") for name in received)
+
+
+def test_a_cell_gets_only_what_is_left_of_the_submissions_time() -> None:
+    import time
+
+    from ptgrader.kernel_run import KernelRun
+
+    run = KernelRun()
+    run.timeout, run.submission_timeout = 60, 120
+    assert run._get_timeout(None) == 60  # before the cells start: the cell's own limit
+    run._deadline = time.monotonic() + 15.2
+    assert run._get_timeout(None) == 16  # three cells busy 45 s each cannot take 135 s
+    cell = nbformat.v4.new_code_cell()
+    run._deadline = time.monotonic() + 0.5
+    assert run._get_timeout(None) == 1 and "longer than its 120 s" in run._timeout_reason(cell, 4)
+    run._deadline = time.monotonic() + 30
+    assert run._timeout_reason(cell, 4) == "cell 5 ran longer than 60 s; the kernel was stopped"

@@ -10,6 +10,7 @@ The repository has three rooms, and the imports go one way:
 
   - :mod:`~ptgrader.execute`: ``GuardedExecute``, the step ``labs/nbgrader_config.py`` puts in nbgrader;
   - :mod:`~ptgrader.jail`: the Linux jail each kernel runs in (namespaces, an unprivileged uid, rlimits);
+  - :mod:`~ptgrader.syscalls`: the system calls a kernel may not make (a seccomp filter, by libseccomp);
   - :mod:`~ptgrader.kernels`: where a kernel starts (its folder, jail settings, the kernel manager);
   - :mod:`~ptgrader.warm`, ``warm_launcher.py``: the server that forks jailed kernels with torch imported;
   - :mod:`~ptgrader.contract`: how test cells run through the checks held before student code runs;

@@ -7,8 +7,10 @@
 - :func:`kernel_uid` picks the dedicated uid kernels run as when the grader is root (one per
   grading process, held with a lock file so that graders side by side never share one).
 - :class:`Isolation` turns the grader's settings into a :class:`~ptgrader.jail.JailSpec` for
-  each kernel: what is bound read-only, the environment, the rlimits, and a control group
-  (:mod:`ptgrader.cgroups`) for all of its processes where the machine allows one.
+  each kernel: what is bound read-only, the environment (:func:`ptgrader.jail.kernel_env`, an
+  allow-list, whatever environment the caller passes), the rlimits, the system call filter
+  (:mod:`ptgrader.syscalls`, compiled once per grader), and a control group (:mod:`ptgrader.cgroups`)
+  for all of its processes where the machine allows one.
 - :class:`IsolatedKernelManager` is jupyter_client's kernel manager, starting ipykernel through
   the jail (``jail.py``, or the warm server, :mod:`ptgrader.warm`) and talking to it over Unix
   sockets that live inside the jail, reached through ``/proc/<kernel pid>/root``.
@@ -51,11 +53,6 @@ GIB, MIB = 1 << 30, 1 << 20
 #: times out) instead of growing the grader's memory. Cell output is cut at 20 kB anyway.
 MAX_MESSAGE_BYTES = 32 * MIB
 
-#: Environment variables a kernel keeps from the grader's (settings of torch and its libraries;
-#: nothing else: the grader's environment may hold credentials, and the kernel's output is shown).
-KEPT_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "SOURCE_DATE_EPOCH", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-KEPT_ENV_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_", "ONEDNN_", "DNNL_", "ATEN_", "TORCH_", "PYTORCH_", "KINETO_",
-                     "CUBLAS_", "CUDNN_", "NVIDIA_", "ROCR_", "HSA_")
 #: Accelerator device nodes a kernel may open (only those that exist are bound).
 ACCELERATOR_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd")
 
@@ -181,6 +178,7 @@ class Isolation:
         self.userns = os.geteuid() != 0
         self.uid = 1000 if self.userns else kernel_uid()
         self.readonly = self._readonly_paths()
+        self.syscall_filter = jail.kernel_filter().hex()
         self.hierarchy = cgroups.Hierarchy.find()
         if self.hierarchy is not None:
             try:
@@ -225,13 +223,14 @@ class Isolation:
             gid=self.uid,
             userns=self.userns,
             readonly=self.readonly,
-            env=kernel_env(env),
+            env=jail.kernel_env(env),
             limits=dict(self.limits),
             size_bytes=self.scratch_bytes,
             devices=list(self.devices),
             connection_file=str(folder / "connection.json"),
             pid_file=str(folder / "pid"),
             cgroups=self._groups(folder),
+            syscall_filter=self.syscall_filter,
         )
 
     def _groups(self, folder: Path) -> list[str]:
@@ -243,29 +242,6 @@ class Isolation:
                                        self.limits["processes"])
         except OSError:
             return []
-
-
-def kernel_env(grader_env: dict[str, str]) -> dict[str, str]:
-    """The kernel's environment: torch's settings from the grader's, and the jail's own folders."""
-    env = {key: value for key, value in grader_env.items() if key in KEPT_ENV or key.startswith(KEPT_ENV_PREFIXES)}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(
-        HOME=jail.HOME,
-        TMPDIR="/tmp",
-        IPYTHONDIR=jail.HOME + "/.ipython",
-        MPLCONFIGDIR=jail.HOME + "/.matplotlib",
-        JUPYTER_CONFIG_DIR=jail.HOME + "/.jupyter",
-        JUPYTER_DATA_DIR=jail.HOME + "/.local/share/jupyter",
-        JUPYTER_RUNTIME_DIR=jail.RUN,
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONSAFEPATH="1",
-        PYDEVD_DISABLE_FILE_VALIDATION="1",  # ipykernel's debugger would warn about frozen modules
-        PYTHONNOUSERSITE="1",
-        NBGRADER_EXECUTION="autograde",
-        # ipykernel's parent: outside the kernel's PID namespace, so not one it could watch (no poller, no banner)
-        JPY_PARENT_PID="1",
-    )
-    return env
 
 
 def accelerator_devices() -> list[str]:

@@ -8,7 +8,10 @@ and, for each kernel, forks a keeper that jails a child exactly as ``jail.py`` j
 (:func:`ptgrader.jail.run_jailed`: its own namespaces, uid and rlimits) and runs ipykernel there.
 Memory is copied on write: what one kernel does never reaches the server or the next kernel, and
 the jailed kernel cannot see the server at all (another PID, mount and network namespace, another
-uid).
+uid). For the same reason the server starts with the kernel's environment
+(:func:`ptgrader.jail.kernel_env`), never the grader's: a forked kernel holds a copy of the server's
+memory, the server's first environment included (``/proc/self/environ``, the stack), and no
+``os.environ.clear()`` in the kernel erases that copy.
 
 The pieces:
 
@@ -94,19 +97,21 @@ class WarmKernels:
         self.grader_folder = folder
 
     def start(self) -> None:
-        """Start the server (again, if it died) and wait until it has imported the preloaded modules."""
+        """Start the server (again, if it died) and wait until it has imported the preloaded modules.
+
+        Its environment is the kernel's, with its own folder as HOME (matplotlib's font cache is built
+        there): none of the grader's variables is in the memory its kernels are forked from.
+        """
         if self.process is not None and self.process.poll() is None:
             return
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
-        env = {**os.environ, "MPLCONFIGDIR": str(self.folder / "matplotlib"), "PYTHONNOUSERSITE": "1",
-               "PYDEVD_DISABLE_FILE_VALIDATION": "1"}  # ipykernel's debugger would warn about frozen modules
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ptgrader.warm", str(self.socket), str(self.grader_folder), *self.preload],
             stdin=subprocess.PIPE,  # the server exits when this pipe closes: it never outlives the grader
             stdout=subprocess.PIPE,
             cwd=self.folder,
-            env=env,
+            env=jail.kernel_env(dict(os.environ), home=str(self.folder)),  # never the grader's: kernels fork from it
             text=True,
         )
         assert self.process.stdout is not None
@@ -249,9 +254,11 @@ class _Server:
             with open(request["spec"], encoding="utf-8") as file:
                 spec = jail.JailSpec.from_json(file.read())
             code = jail.run_jailed(spec, lambda: _ipykernel(request["argv"]))
-        except BaseException:  # noqa: BLE001  (a keeper must never return into the server loop)
-            traceback.print_exc()
-        os._exit(code)
+        except BaseException:  # noqa: BLE001  (reported; the exit status says it failed)
+            with contextlib.suppress(OSError):  # the launcher's stderr may be closed or read-only
+                traceback.print_exc()
+        finally:
+            os._exit(code)  # a keeper never returns into the server's loop, whatever failed
 
     def drop(self, pid: int, *, kill: bool) -> None:
         connection = self.keepers.pop(pid, None)
@@ -295,12 +302,10 @@ class _Server:
 def _ipykernel(argv: list[str]) -> None:
     """In the jailed kernel (a fork of the server): become ``python -P -m ipykernel_launcher ARGV`` started in WORK.
 
-    Like ``-P`` (PYTHONSAFEPATH), the working folder is not on the import path: the server's own first
-    entry (its folder) goes, and ARGV tells IPython not to add the working folder either.
+    The server runs with the kernel's environment, so, as in a cold kernel, no bytecode is written
+    (PYTHONDONTWRITEBYTECODE) and the working folder is not on the import path: PYTHONSAFEPATH kept
+    the server's own folder off it, and ARGV tells IPython not to add the working folder.
     """
-    if sys.path and sys.path[0] == _SERVER_PATH:
-        del sys.path[0]
-    sys.dont_write_bytecode = True
     tempfile.tempdir = None
     random.seed()
     from ipykernel import kernelapp
@@ -330,10 +335,6 @@ def _preload(name: str) -> None:
         if name.split(".")[0] == "torch":
             raise
         print(f"ptgrader warm server: not preloaded: {name} ({problem})", file=sys.stderr, flush=True)
-
-
-#: The first entry of the server's import path (its own folder, as ``python -m`` puts it), removed in kernels.
-_SERVER_PATH = sys.path[0] if sys.path else ""
 
 
 def serve(path: str, grader_folder: str, preload: list[str]) -> None:

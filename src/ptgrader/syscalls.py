@@ -1,0 +1,83 @@
+"""The system calls a grading kernel may not make, compiled by the system's libseccomp.
+
+A jailed kernel already runs without capabilities, in namespaces of its own, as a uid nobody else
+uses. What is left is the Linux kernel's own surface: interfaces that reach state shared with every
+other process of the uid or the machine, or large amounts of kernel code that honest notebook code
+never needs. Every one of them answers ``EPERM`` to a kernel (and to everything it starts: a seccomp
+filter is inherited across fork and exec, and no process can remove it):
+
+- **keyrings** (``add_key``, ``request_key``, ``keyctl``): a key is kept per uid, outlives the
+  process that added it, and uids are reused between grading runs (the dedicated uid of the next
+  grader, or the instructor's own uid in a user namespace). With these blocked a kernel cannot fill
+  or read a keyring, so nothing it leaves there can reach the next run;
+- **new namespaces** (``unshare``, ``setns``, and ``clone`` with a ``CLONE_NEW*`` flag): inside a
+  new user namespace a process is root again, and the Linux kernel code that opens up to such a
+  root is where most privilege escalations of recent years were found. ``clone3`` passes its flags
+  in memory, where a filter cannot read them, so it answers ``ENOSYS``: the C library then falls
+  back to ``clone``, whose flags the filter checks (Docker's default profile does the same);
+- **other processes** (``ptrace``, ``process_vm_readv``/``writev``, ``pidfd_getfd``, ``kcmp``): a
+  kernel has no business with any process but its own; the PID namespace already hides the grader,
+  and these close the door for what a kernel starts itself, too;
+- **code in the Linux kernel** (``bpf``, ``perf_event_open``, ``userfaultfd``, the ``init_module``
+  family, ``kexec_*``, ``io_uring_*``): the usual way in for a kernel exploit. ``torch.profiler``
+  (lab 05) profiles CPU operators without ``perf_event_open``, which the tests check;
+- **mounts** (``mount``, ``umount2``, ``pivot_root`` and the new mount API): the jail's file system
+  is built before the filter is loaded and must stay as built.
+
+The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
+``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
+``prctl`` in the kernel's process, after its namespaces are made and before any code of the
+notebook runs: the jail itself stays on the standard library, and each kernel pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import tempfile
+
+from . import jail
+
+#: Calls that answer EPERM, grouped as the docstring explains.
+BLOCKED = (
+    "add_key", "request_key", "keyctl",
+    "unshare", "setns",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "bpf", "perf_event_open", "userfaultfd", "init_module", "finit_module", "delete_module", "kexec_load",
+    "kexec_file_load", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
+    "mount_setattr",
+)
+#: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
+NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
+                   jail.CLONE_NEWPID, jail.CLONE_NEWNET)
+
+
+def unavailable() -> str:
+    """Why no filter can be compiled here ("" when it can): the binding or the library is missing."""
+    try:
+        import pyseccomp  # noqa: F401  (loads libseccomp.so.2 as it is imported)
+    except (ImportError, RuntimeError, OSError) as problem:
+        return (f"the system call filter needs libseccomp (Debian and Ubuntu: apt-get install libseccomp2) and"
+                f" the Python package pyseccomp (in requirements.txt): {problem}")
+    return ""
+
+
+@functools.cache
+def compile_filter() -> bytes:
+    """The kernel's filter as a classic BPF program (``struct sock_filter`` records) for this machine.
+
+    Needs pyseccomp (see :func:`unavailable`); :func:`ptgrader.jail.kernel_filter` is the jail's way in.
+    """
+    import pyseccomp
+
+    rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    for name in BLOCKED:
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+    for flag in NAMESPACE_FLAGS:  # clone's first argument holds its flags on x86_64 and aarch64 alike
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
+    rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as program:
+        rules.export_bpf(program)
+        program.seek(0)
+        return program.read()

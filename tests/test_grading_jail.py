@@ -1,0 +1,341 @@
+"""The jail hardened with the system's own tools (issue 25): the kernel's environment, its system call
+filter, and a whole grading run by a regular user.
+
+- No variable of the grader's environment is in a kernel's memory, warm or cold: the test puts a secret
+  chosen at random into the grader's environment and searches the live kernel's memory for it from
+  outside (``/proc/<pid>/mem``, as root), so that the kernel never holds the secret as a search pattern.
+- The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, while an
+  honest kernel still runs torch, its threads, its profiler and a subprocess.
+- As root, the suite also grades one lab as a uid of no account, as an instructor without root does:
+  the honest solution keeps full marks and a hostile submission run by the jail alone scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ptgrader import jail, syscalls
+from ptgrader.kernels import GraderTemp
+from ptgrader.warm import WarmKernels
+from tests import hostile, jail_tools, lab_tools
+from tests.test_autograde_guard import _jail_spec, _jailed
+
+pytestmark = pytest.mark.skipif(jail.unsupported() != "", reason=jail.unsupported() or "jails work here")
+ROOT = os.geteuid() == 0
+
+# ------------------------------------------------------------------------------------------ memory
+
+#: Printed by a kernel: its environment as Python keeps it, its filter, and a fresh random string it holds
+#: in memory (the scan must find that one, or a clean scan proves nothing). Its /proc/self/environ (the
+#: environment it started with) is read from outside: a forked kernel, whose uid changed, may not read it.
+SHOW_ENVIRONMENT = (
+    "import json, os, sys\n"
+    "held_here = os.urandom(16).hex()\n"
+    "status = dict(line.split(':', 1) for line in open('/proc/self/status').read().splitlines())\n"
+    "print(json.dumps({'os_environ': dict(os.environ), 'seccomp': status['Seccomp'].strip(), 'held_here': held_here,\n"
+    "                  'bytecode': sys.dont_write_bytecode}))"
+)
+
+
+def _regions(pid: int) -> Iterator[tuple[int, int, str]]:
+    """(start, end, name) of each readable mapping of ``pid`` that the process could have written to.
+
+    Read-only mappings of files hold only what those files hold on disk: not the grader's environment.
+    """
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        addresses, permissions, inode = fields[0], fields[1], fields[4]
+        name = fields[5] if len(fields) > 5 else "[anonymous]"
+        if permissions[0] == "r" and (permissions[1] == "w" or inode == "0"):
+            start, end = (int(value, 16) for value in addresses.split("-"))
+            yield start, end, name
+
+
+def _memory_holding(pid: int, needle: bytes, chunk: int = 16 << 20) -> list[str]:
+    """The names of the mappings of ``pid`` whose bytes hold ``needle`` (read through /proc/<pid>/mem)."""
+    found = []
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as memory:
+        for start, end, name in _regions(pid):
+            tail = b""
+            for offset in range(start, end, chunk):
+                try:
+                    memory.seek(offset)
+                    data = tail + memory.read(min(chunk, end - offset))
+                except OSError:  # [vvar] and the like cannot be read
+                    break
+                if needle in data:
+                    found.append(name)
+                    break
+                tail = data[-len(needle):]
+    return found
+
+
+@pytest.mark.skipif(not ROOT, reason="reads a jailed kernel's memory through /proc/<pid>/mem, which needs root")
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_no_variable_of_the_grader_reaches_a_kernels_memory(tmp_path: Path, monkeypatch, start: str) -> None:  # noqa: ANN001
+    """The warm server starts with the kernel's environment (a kernel forked from it keeps the server's
+    first environment in /proc/self/environ and on its stack); a cold kernel is exec'd with it."""
+    secret = "ptgrader-canary-" + secrets.token_hex(16)  # chosen now: this file does not hold it
+    monkeypatch.setenv("PTGRADER_SECRET_CANARY", secret)
+    warm = WarmKernels(["ipykernel.kernelapp"], GraderTemp.current().path) if start == "warm" else None
+    try:
+        if warm is not None:
+            warm.start()  # a server of its own, started with the secret in the grader's environment
+        with jail_tools.jailed_kernel(tmp_path, warm) as (km, run):
+            seen = json.loads(run(SHOW_ENVIRONMENT).outputs[0]["text"])
+            first_environment = Path(f"/proc/{km.kernel_pid}/environ").read_bytes()
+            holds_own = _memory_holding(km.kernel_pid, seen["held_here"].encode())
+            holds_secret = _memory_holding(km.kernel_pid, secret.encode())
+    finally:
+        if warm is not None:
+            warm.stop()
+    assert holds_own, "the scan did not find a string the kernel holds: it cannot vouch for the secret's absence"
+    assert holds_secret == [], f"the grader's secret is in the kernel's memory: {holds_secret}"
+    assert secret not in json.dumps(seen)
+    allowed = set(jail.kernel_env(dict(os.environ)))
+    assert secret.encode() not in first_environment
+    first = {entry.split(b"=", 1)[0].decode() for entry in first_environment.split(b"\0") if entry}
+    assert first <= allowed, first - allowed  # what the process started with: the allow-list, nothing more
+    dropped = {(name, value) for name, value in os.environ.items() if name not in allowed}
+    assert not dropped & set(seen["os_environ"].items())  # ipykernel sets some of its own (PAGER, ...), never the grader's
+    assert seen["seccomp"] == "2"  # a filter, in warm kernels as in cold ones
+    assert seen["bytecode"] is True  # the kernel's environment says so, to the warm server too
+
+
+def test_the_kernels_environment_is_an_allow_list() -> None:
+    """Whatever environment the grader passes, only torch's settings and the jail's own values come out."""
+    grader = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2", "JUPYTERHUB_API_TOKEN": "t", "HOME": "/root", "AWS_SECRET": "s"}
+    env = jail.kernel_env(grader)
+    assert env["PATH"] == "/usr/bin" and env["OMP_NUM_THREADS"] == "2" and env["HOME"] == jail.HOME
+    assert not {"JUPYTERHUB_API_TOKEN", "AWS_SECRET"} & set(env)
+
+
+# ------------------------------------------------------------------------------------- system calls
+
+#: Run in a jailed process after a line that defines NUMBERS (system call numbers) and CLONE_NEWUSER: each
+#: call either succeeds ("ok") or names its errno.
+TRY_SYSCALLS = r"""
+import ctypes, errno, json, os, subprocess, threading
+import torch
+libc = ctypes.CDLL(None, use_errno=True)
+def outcome(result):
+    return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+report = {}
+report["add_key"] = outcome(libc.syscall(NUMBERS["add_key"], b"user", b"ptgrader-test", b"x", 1, -4))  # user keyring
+report["keyctl"] = outcome(libc.syscall(NUMBERS["keyctl"], 0, -4, 0))  # KEYCTL_GET_KEYRING_ID
+report["unshare"] = outcome(libc.unshare(CLONE_NEWUSER))
+child = libc.syscall(NUMBERS["clone"], CLONE_NEWUSER | 17, 0, 0, 0, 0)  # 17: SIGCHLD; a child would run on as a fork
+if child == 0:
+    os._exit(0)
+report["clone_newuser"] = outcome(child)
+report["clone3"] = outcome(libc.syscall(NUMBERS["clone3"], 0, 0))  # EINVAL, were it let through
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+    product = torch.ones(256, 256) @ torch.ones(256, 256)
+thread = threading.Thread(target=lambda: None)
+thread.start()
+thread.join()
+report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode]
+print(json.dumps(report))
+"""
+
+
+def _key_count(uid: int) -> int:
+    """How many keys Linux keeps for ``uid`` (/proc/key-users; 0 when none)."""
+    for line in Path("/proc/key-users").read_text().splitlines():
+        owner, rest = line.split(":", 1)
+        if int(owner) == uid:
+            return int(rest.split()[1].split("/")[0])
+    return 0
+
+
+def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_run(tmp_path: Path) -> None:
+    """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run)
+    nor make a namespace; matmul, threads, the CPU profiler (lab 05) and a subprocess still work."""
+    import pyseccomp
+
+    numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in ("add_key", "keyctl", "clone", "clone3")}
+    code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
+    spec, path = _jail_spec(tmp_path, tmp_path)
+    outside_uid = spec.uid if not spec.userns else os.getuid()
+    keys_before = _key_count(outside_uid)
+    result = _jailed(path, code)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report["honest"] == [256.0, True, 0], report
+    del report["honest"]
+    assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
+                      "clone3": "ENOSYS"}
+    assert _key_count(outside_uid) == keys_before
+
+
+def test_a_jail_without_its_filter_refuses_to_run_the_kernel(tmp_path: Path) -> None:
+    _, path = _jail_spec(tmp_path, tmp_path, syscall_filter="")
+    result = _jailed(path, "print('ran')")
+    assert result.returncode == 127 and "ran" not in result.stderr
+    assert "no system call filter" in result.stderr
+
+
+def test_the_filter_blocks_what_the_instructors_page_promises() -> None:
+    """Each name is one this machine's libseccomp knows (-1 would be a typo, silently blocking nothing)."""
+    import pyseccomp
+
+    promised = {"keyctl", "add_key", "request_key", "unshare", "setns", "bpf", "userfaultfd", "perf_event_open",
+                "ptrace", "process_vm_readv", "process_vm_writev", "mount", "kexec_load", "kexec_file_load",
+                "init_module", "finit_module", "delete_module"}
+    assert promised <= set(syscalls.BLOCKED)
+    assert all(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) != -1 for name in syscalls.BLOCKED)
+
+
+# ------------------------------------------------------------------------------------ a regular user
+
+LAB = "lab01_tensors"  # the cheapest lab to grade
+#: The hostile cases graded by the regular user: one forges the verdict, one attacks the grader, whose uid the
+#: kernel has outside its user namespace.
+HOSTILE = ("forge_the_verdict", "attack_the_grader")
+SETPRIV, UNSHARE = shutil.which("setpriv"), shutil.which("unshare")
+
+
+def _unused_uid() -> int:
+    """A uid no account has. Not 65534: inside a user namespace an unmapped uid reads as 65534, so a grader
+    running as nobody would hide the bug this test was written for (the uid read after unsharing)."""
+    taken = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 3}
+    return next(uid for uid in range(42_000, 43_000) if uid not in taken)
+
+
+def _python_paths() -> list[Path]:
+    """What a regular user must reach to grade: the interpreter, the environment, ptgrader's own files."""
+    import ptgrader
+
+    return [Path(sys.executable).resolve(), Path(sys.prefix), Path(ptgrader.__file__)]
+
+
+def _closed_folders(paths: list[Path]) -> tuple[dict[Path, list[str]], list[str]]:
+    """The folders on the way to ``paths`` that others may not search, each with its entries on the way, and
+    the paths a uid of no group cannot use even past those (an unreadable file, an unsearchable end)."""
+    closed: dict[Path, list[str]] = {}
+    unusable = []
+    for path in paths:
+        for folder in reversed(path.parents):  # outermost first: the order they are opened in
+            entry = path.relative_to(folder).parts[0]
+            if not folder.stat().st_mode & stat.S_IXOTH and entry not in closed.setdefault(folder, []):
+                closed[folder].append(entry)
+        if not path.stat().st_mode & (stat.S_IXOTH if path.is_dir() else stat.S_IROTH):
+            unusable.append(f"{path} (mode {stat.filemode(path.stat().st_mode)})")
+    return {folder: entries for folder, entries in closed.items() if entries}, unusable
+
+
+def _needs_for_a_regular_user() -> str:
+    """Why the regular-user run cannot happen here ("" when it can)."""
+    if not ROOT:
+        return "only a root test run can become another user (setpriv); run as root to test grading without root"
+    if SETPRIV is None or UNSHARE is None:
+        return "setpriv and unshare (util-linux) are needed"
+    if jail.unsupported(userns=True):
+        return jail.unsupported(userns=True)
+    unusable = _closed_folders(_python_paths())[1]
+    if unusable:
+        return f"a regular user cannot use the Python environment here: {', '.join(unusable)} (chmod o+rX them)"
+    return ""
+
+
+REGULAR_USER_MISSING = _needs_for_a_regular_user()
+needs_a_regular_user = pytest.mark.skipif(REGULAR_USER_MISSING != "", reason=REGULAR_USER_MISSING or "possible")
+
+
+def _with_folders_opened(command: list[str], scratch: Path) -> list[str]:
+    """``command`` in a mount namespace of its own where each closed folder on the way to the Python environment
+    (root's home, where pyenv puts interpreters) is a searchable tmpfs holding only the entry on the way, bound
+    from the original: the regular user reaches the interpreter and nothing else, and the machine's own folders
+    keep their modes. With no closed folder, ``command`` itself."""
+    closed, _ = _closed_folders(_python_paths())
+    if not closed:
+        return command
+    lines = ["set -e", "mount --make-rprivate /"]
+    for index, (folder, entries) in enumerate(closed.items()):
+        kept = [("mkdir" if (folder / entry).is_dir() else "touch", shlex.quote(str(scratch / f"{index}-{n}")),
+                 shlex.quote(str(folder / entry))) for n, entry in enumerate(entries)]
+        lines += [f"{make} {copy} && mount --bind {inside} {copy}" for make, copy, inside in kept]
+        lines.append(f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}")
+        lines += [f"{make} {inside} && mount --bind {copy} {inside}" for make, copy, inside in kept]
+    return [UNSHARE, "--mount", "--", "sh", "-c", "\n".join([*lines, 'exec "$@"']), "sh", *command]
+
+
+def _as_user(uid: int, command: list[str], cwd: Path, home: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` as ``uid`` (no groups), in ``cwd``, with an environment of that user's own."""
+    env = {"HOME": str(home), "USER": f"grader{uid}", "LOGNAME": f"grader{uid}", "LANG": "C.UTF-8",
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])}
+    become = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *command]
+    return subprocess.run(_with_folders_opened(become, scratch), cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _chown_tree(top: Path, uid: int) -> None:
+    for folder, _, files in os.walk(top):
+        os.chown(folder, uid, uid)
+        for name in files:
+            os.chown(os.path.join(folder, name), uid, uid)
+
+
+@pytest.fixture
+def user_folders() -> Iterator[tuple[int, Path, Path]]:
+    """(a uid of no account, a folder in /tmp that uid owns, a folder only root can enter), removed after."""
+    uid = _unused_uid()
+    top = Path(tempfile.mkdtemp(prefix="ptgrader-regular-user-"))  # in /tmp, which every user can reach
+    scratch = Path(tempfile.mkdtemp(prefix="ptgrader-root-only-"))
+    (top / "home").mkdir()
+    os.chown(top, uid, uid)
+    os.chown(top / "home", uid, uid)
+    yield uid, top, scratch
+    shutil.rmtree(top, ignore_errors=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+@needs_a_regular_user
+def test_a_regular_user_can_jail_kernels(user_folders: tuple[int, Path, Path]) -> None:
+    """The probe GuardedExecute runs first: it once read the uid inside the new user namespace (65534)."""
+    uid, top, scratch = user_folders
+    result = _as_user(uid, [sys.executable, "-c", "from ptgrader import jail; print(repr(jail.probe(userns=True)))"],
+                      top, top / "home", scratch)
+    assert (result.returncode, result.stdout.strip()) == (0, "''"), result.stdout + result.stderr
+
+
+@needs_a_regular_user
+def test_a_regular_user_grades_a_lab_honest_full_marks_hostile_nothing(user_folders: tuple[int, Path, Path]) -> None:
+    """What an instructor without root runs: their own course folder, ``nbgrader autograde``, kernels jailed in
+    a user namespace. The hostile submissions run with the code policy off (RUNTIME_ONLY_CONFIG), so that the
+    jail and the runtime defences alone must hold, for a kernel that has the grader's own uid outside its jail;
+    the honest student is graded after them (nbgrader takes students in name order)."""
+    uid, top, scratch = user_folders
+    course = lab_tools.copy_course(top / "course")
+    lab_tools.generate_assignment(course, LAB)
+    with open(course / lab_tools.CONFIG_NAME, "a", encoding="utf-8") as config:
+        config.write(lab_tools.RUNTIME_ONLY_CONFIG)
+    runtime_cases = lab_tools.hostile_submissions(course, LAB, lab_tools.fixtures(LAB), policy=False)
+    cases = [case for case in hostile.cases() if case.name in HOSTILE and not case.policy]
+    for case in cases:
+        lab_tools.submit(course, LAB, case.student, runtime_cases[case.student])
+    honest = lab_tools.reference_submissions(course, LAB, [])[lab_tools.SOLUTION_STUDENT]
+    lab_tools.submit(course, LAB, lab_tools.SOLUTION_STUDENT, honest)
+    _chown_tree(course, uid)
+    result = _as_user(uid, [sys.executable, "-m", "nbgrader", "autograde", LAB], course, top / "home", scratch)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"grading as uid {uid} failed:\n{lab_tools.nbgrader_errors(output)}\n{output[-4000:]}"
+    scores = lab_tools.read_scores(course, LAB)
+    assert len(scores) == 1 + len(HOSTILE), scores
+    assert all(score == most > 0 for score, most in scores[lab_tools.SOLUTION_STUDENT].values()), scores
+    for case in cases:
+        assert all(score == 0 for score, _ in scores[case.student].values()), (case.name, scores[case.student])
+    reports = lab_tools.read_reports(course, LAB)
+    assert all(report["isolation"].startswith("jail: user namespace") for report in reports.values()), reports
