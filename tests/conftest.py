@@ -29,19 +29,6 @@ _cell_seconds: dict[str, float] = defaultdict(float)
 _cpu_seconds: dict[str, float] = defaultdict(float)
 #: The name under which a worker sends a cell's kernel CPU time to the controller (a user property).
 CPU_PROPERTY = "kernel_cpu_s"
-_stage_seconds: dict[str, float] = defaultdict(float)
-#: The stages of `make test`, by where a test lives; the run-time report shows each one's share.
-STAGES = (
-    ("notebooks/", "chapter notebooks (one run each)"),
-    ("labs/source/", "lab sources (one run each)"),
-    ("tests/test_labs.py", "lab grading through nbgrader"),
-    ("tests/test_site.py", "site build and browser checks"),
-    ("", "unit, hygiene and tool tests"),
-)
-
-
-def _stage(path: str) -> str:
-    return next(name for prefix, name in STAGES if path.startswith(prefix))
 _cell_outcomes: dict[str, Counter[str]] = defaultdict(Counter)
 
 
@@ -72,7 +59,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path, _, _ = report.nodeid.partition("::")
-    _stage_seconds[_stage(path)] += report.duration  # setup included: lab grading runs in a fixture
     if path.endswith(".ipynb"):
         if report.when == "call":  # the cells' own time: not the kernel's start, nor waiting for its environment
             _cell_seconds[path] += report.duration
@@ -91,11 +77,6 @@ def _over_budget() -> list[str]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    total = sum(_stage_seconds.values())
-    if total:
-        terminalreporter.section("time by stage (test seconds, summed over the workers)")
-        for name, seconds in sorted(_stage_seconds.items(), key=lambda item: -item[1]):
-            terminalreporter.write_line(f"{seconds:7.1f} s  {seconds / total:4.0%}  {name}")
     if not _cell_seconds:
         return
     manifest = load_manifest()

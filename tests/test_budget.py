@@ -33,7 +33,6 @@ def test_a_long_wall_time_within_the_cpu_budget_passes(monkeypatch: pytest.Monke
 def test_cell_times_are_summed_per_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conftest, "_cell_seconds", conftest.defaultdict(float))
     monkeypatch.setattr(conftest, "_cpu_seconds", conftest.defaultdict(float))
-    monkeypatch.setattr(conftest, "_stage_seconds", conftest.defaultdict(float))  # not this run's report
     monkeypatch.setattr(conftest, "_cell_outcomes", conftest.defaultdict(conftest.Counter))
 
     class Report:

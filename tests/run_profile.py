@@ -1,0 +1,142 @@
+"""Where `make test` spends its time: per stage, the wall seconds, the CPU seconds and the load it ran under.
+
+Loaded as a plugin (``-p tests.run_profile`` in pyproject.toml). A test's wall time alone cannot
+tell work from waiting: on two cores shared by two workers, lab grading jobs, notebook kernels and
+their threads, a test stretches with whatever runs beside it. So every phase of every test (set-up,
+call, tear-down: the lab grading runs in a fixture) also measures the CPU time of its worker's process
+tree (the worker and every child it reaped: nbgrader, notebook kernels, chapter 06's ranks); the
+controller samples the machine's load average as reports arrive. The summary prints, per stage, both
+times and the load, and the five costliest tests; ``_build/test-profile.json`` keeps the same, with
+the machine and the date, for a run worth committing (``tests/quiet-run-profile.json``).
+
+A kernel's CPU is counted when its process is reaped, so a notebook's CPU lands on the item that
+ended its kernel: per stage the sums are right, per test only roughly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections import defaultdict
+from collections.abc import Generator
+from pathlib import Path
+
+import psutil
+import pytest
+
+#: The stages of `make test`, by where a test lives.
+STAGES = (
+    ("notebooks/", "chapter notebooks (one run each)"),
+    ("labs/source/", "lab sources (one run each)"),
+    ("tests/test_labs.py", "lab grading through nbgrader"),
+    ("tests/test_site.py", "site build and browser checks"),
+    ("", "unit, hygiene and tool tests"),
+)
+#: The name under which a worker sends a phase's CPU time to the controller (a user property).
+CPU_PROPERTY = "tree_cpu_s"
+PROFILE = Path(__file__).resolve().parent.parent / "_build" / "test-profile.json"
+COSTLIEST = 5
+
+
+def stage(path: str) -> str:
+    return next(name for prefix, name in STAGES if path.startswith(prefix))
+
+
+def tree_cpu_seconds() -> float:
+    """User and system CPU of this process and of every child it has reaped."""
+    times = psutil.Process().cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+class RunProfile:
+    """What the controller (or a plain run) collects from every test report."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # nodeid -> [wall, cpu]
+        self.loads: list[float] = []
+        self.started = time.monotonic()
+
+    def add(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.partition("::")[0]
+        cpu = sum(value for name, value in report.user_properties if name == f"{CPU_PROPERTY}_{report.when}")
+        self.wall[stage(path)] += report.duration
+        self.cpu[stage(path)] += cpu
+        self.tests[report.nodeid][0] += report.duration
+        self.tests[report.nodeid][1] += cpu
+        self.loads.append(os.getloadavg()[0])
+
+    def summary(self) -> dict[str, object]:
+        costliest = sorted(self.tests.items(), key=lambda item: -max(item[1]))[:COSTLIEST]
+        return {
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+            "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+            "wall_s": round(time.monotonic() - self.started, 1),
+            "load": {"mean": round(sum(self.loads) / max(1, len(self.loads)), 2), "max": round(max(self.loads, default=0.0), 2)},
+            "stages": {
+                name: {"wall_s": round(self.wall[name], 1), "cpu_s": round(self.cpu[name], 1)}
+                for name in sorted(self.wall, key=lambda name: -self.wall[name])
+            },
+            "costliest": [{"test": nodeid, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+                          for nodeid, (wall, cpu) in costliest],
+        }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+_profile = RunProfile()
+
+
+def _measured(item: pytest.Item, when: str) -> Generator[None, None, None]:
+    before = tree_cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        item.user_properties.append((f"{CPU_PROPERTY}_{when}", tree_cpu_seconds() - before))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _measured(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _measured(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _measured(item, "teardown"))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _profile.add(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not _profile.tests:
+        return
+    summary = _profile.summary()
+    terminalreporter.section(
+        f"time by stage (test seconds summed over the workers; load average {summary['load']['mean']} mean,"
+        f" {summary['load']['max']} max)"
+    )
+    for name, times in summary["stages"].items():
+        terminalreporter.write_line(f"{times['wall_s']:7.1f} s wall  {times['cpu_s']:7.1f} s CPU  {name}")
+    terminalreporter.write_line(f"the {COSTLIEST} costliest tests (wall s, CPU s of the worker's process tree):")
+    for test in summary["costliest"]:
+        terminalreporter.write_line(f"{test['wall_s']:7.1f} s  {test['cpu_s']:7.1f} s  {test['test']}")
+    PROFILE.parent.mkdir(exist_ok=True)
+    PROFILE.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
