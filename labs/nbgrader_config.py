@@ -21,7 +21,9 @@ from nbgrader.preprocessors import (
 
 try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
     from ptgrader.execute import GuardedExecute
-    from ptgrader.repair import PlaceMissingCells, RecoverCellMetadata
+    from ptgrader.failsafe import GuardedExporter
+    from ptgrader.repair import PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
+    from ptgrader.safe_html import markdown_to_safe_html
 except ImportError as missing:
     raise SystemExit(
         f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
@@ -33,10 +35,20 @@ c = get_config()  # noqa: F821  (traitlets injects get_config when it loads this
 c.CourseDirectory.course_id = "ptlabs-book"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 
-# nbgrader's own steps, with two repairs: cells whose nbgrader metadata was stripped get it back from the
-# release, and a test cell nbgrader cannot place is appended instead of failing the submission.
+# Each submission folder is checked before nbgrader opens it (only regular files with plain names: a link, a
+# FIFO or a device is refused, with no marks and a report), and any failure while grading one student becomes
+# that student's report ("needs review") instead of ending the run. See ptgrader.failsafe.
+c.Autograde.exporter_class = GuardedExporter
+# Names and messages from submissions are logged with their control characters escaped (a notebook name with
+# terminal escape codes cleared the terminal and printed a fake log line).
+c.Application.logging_config = {"formatters": {"console": {"class": "ptgrader.intake.EscapingLogFormatter"}}}
+# nbgrader's own steps, with three repairs: every cell's nbgrader flags (grade, solution, locked, points) are
+# put back from the gradebook before the checksums are checked, cells whose nbgrader metadata was stripped
+# get it back from the release, and a test cell nbgrader cannot place is appended instead of failing the
+# submission.
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
+    RestoreCellFlags,
     DeduplicateIds,
     OverwriteKernelspec,
     RecoverCellMetadata,
@@ -63,5 +75,8 @@ c.GuardedExecute.max_output_bytes = 20_000
 c.LimitOutput.max_lines = 200
 # A test cell that a student deleted or whose metadata was stripped is put back from the gradebook.
 c.OverwriteCells.add_missing_cells = True
-# The feedback page escapes the HTML of Markdown cells and outputs (a student's <script> stays text).
+# The feedback page and the formgrader run nothing a submission wrote: nbgrader's templates render Markdown
+# cells with markdown2html alone, so that filter is replaced by one that sanitises (ptgrader.safe_html), and
+# nbconvert sanitises the rest (a student's <script> stays text).
 c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html}

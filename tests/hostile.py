@@ -33,11 +33,21 @@ of issue 21, one case per class (the cheats' first lines say what they try):
    test cell with its failures swallowed and prints every completion token. It scores 0 only because
    every hidden test sends the student's outputs out (``ptchecks.emit``) and the grader compares
    them with the reference solution's, outside the kernel.
+
+The submissions of issue 25 that stopped or harmed the whole run (``_broken_submissions``): folders
+nbgrader must not open (a notebook linked to the source or to ``/dev/stdin``, a lab folder linked to
+the source, a FIFO, a name with terminal escape codes: each *arranged* after its notebook is written,
+since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel,
+a display nested 3,000 deep, and active HTML in Markdown and in an image's metadata
+(tests/fixtures/hostile/broken/).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +61,9 @@ HOSTILE = Path(__file__).resolve().parent / "fixtures" / "hostile"
 
 #: A submission built from (release, solution answers, wrong answers) -> notebook.
 Builder = Callable[[nbformat.NotebookNode, dict[str, str], dict[str, str]], nbformat.NotebookNode]
+
+#: A submission's folder reshaped after its notebook was written: (submitted/<student>/<lab>, course, lab).
+Arrange = Callable[[Path, Path, str], None]
 
 #: What the grader's report must say of a cheat graded with the policy off (runtime defences only).
 RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes", "exhaust_the_machine": "killed_processes"}
@@ -67,6 +80,8 @@ class HostileCase:
     #: what the grader's report must say (a truthy field of ptgrader-report.json), "" when nothing
     flag: str
     policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
+    #: what the submission folder becomes once the notebook is written (a link, a FIFO, an odd name), or None
+    arrange: Arrange | None = None
 
     @property
     def student(self) -> str:
@@ -204,6 +219,110 @@ def _first_two_full(tests: list[str]) -> dict[str, str | int]:
     return {test: "full" if index < 2 else 0 for index, test in enumerate(tests)}
 
 
+# ------------------------------------------------------------- broken submissions (issue 25)
+#: Cells and edits of the submissions that broke the grading run (tests/fixtures/hostile/broken/).
+BROKEN = HOSTILE / "broken"
+#: A name that clears the terminal and prints a fake log line when nbgrader logs it as it is.
+ESCAPE_CODES_NAME = "\x1b[2J\x1b[H[AutogradeApp | INFO] graded normally.ipynb"
+
+
+def _broken_cell(name: str) -> Builder:
+    """The solution, with tests/fixtures/hostile/broken/<name> (code, or Markdown for .md) after the second test."""
+    (path,) = BROKEN.glob(f"{name}.*")
+    text = path.read_text(encoding="utf-8").rstrip("\n")
+
+    def build(release, answers, wrong):  # noqa: ANN001, ANN202
+        nb = lab_tools.build_submission(release, answers)
+        cell = nbformat.v4.new_markdown_cell(text) if path.suffix == ".md" else nbformat.v4.new_code_cell(text)
+        nb.cells.insert(_test_index(nb, 1) + 1, cell)
+        return nb
+
+    return build
+
+
+def _flags_edited(release, answers, wrong):  # noqa: ANN001, ANN202
+    """The solution with the nbgrader flags of broken/flag_edited_metadata.json written into its cells."""
+    edits = json.loads((BROKEN / "flag_edited_metadata.json").read_text(encoding="utf-8"))
+    nb = lab_tools.build_submission(release, answers)
+    for cell in nb.cells:
+        if lab_tools.nbgrader_meta(cell).get("grade"):
+            cell.metadata.nbgrader.update(edits["every test cell"])
+    nb.cells.append(nbformat.v4.new_code_cell("answer = 42", metadata={"nbgrader": edits["a new cell"]}))
+    return nb
+
+
+def _solution(release, answers, wrong):  # noqa: ANN001, ANN202
+    return lab_tools.build_submission(release, answers)
+
+
+def _notebook(folder: Path, lab: str) -> Path:
+    return folder / f"{lab}.ipynb"
+
+
+def _link_to_source(folder: Path, course: Path, lab: str) -> None:
+    """The notebook is a link to the lab's source notebook (solutions and hidden tests): it scored 12/12."""
+    _notebook(folder, lab).unlink()
+    _notebook(folder, lab).symlink_to(course / "source" / lab / f"{lab}.ipynb")
+
+
+def _lab_folder_linked_to_source(folder: Path, course: Path, lab: str) -> None:
+    """The whole lab folder is a link to source/<lab>."""
+    shutil.rmtree(folder)
+    folder.symlink_to(course / "source" / lab, target_is_directory=True)
+
+
+def _link_to_stdin(folder: Path, course: Path, lab: str) -> None:
+    """The notebook is a link to /dev/stdin: reading it waited for the grader's terminal, and the run hung."""
+    _notebook(folder, lab).unlink()
+    _notebook(folder, lab).symlink_to("/dev/stdin")
+
+
+def _fifo(folder: Path, course: Path, lab: str) -> None:
+    """The notebook is a FIFO nobody writes: reading it never ends."""
+    _notebook(folder, lab).unlink()
+    os.mkfifo(_notebook(folder, lab))
+
+
+def _escape_codes_in_a_name(folder: Path, course: Path, lab: str) -> None:
+    """A second notebook whose name clears the terminal and prints a fake log line when logged."""
+    shutil.copy(_notebook(folder, lab), folder / ESCAPE_CODES_NAME)
+
+
+def _broken_submissions() -> list[HostileCase]:
+    """Submissions that stopped or harmed the grading run (issue 25). Each gets its report and the run goes on.
+
+    The folder cases are refused before nbgrader opens anything (no kernel starts): they are built
+    from the solution, so their 0 is the refusal's. The rest are graded: flags put back from the
+    gradebook, a channel payload that is not safetensors, a display nested 3,000 deep (the grader
+    cannot process it: no marks, "needs review"), and active HTML in an image's metadata and in Markdown
+    (the page test of tests/test_labs.py parses their feedback and formgrader pages).
+    """
+    refused = [
+        ("symlink_to_source", _link_to_source),
+        ("symlinked_lab_folder", _lab_folder_linked_to_source),
+        ("symlink_to_stdin", _link_to_stdin),
+        ("fifo_notebook", _fifo),
+        ("escape_codes_in_name", _escape_codes_in_a_name),
+    ]
+    return [
+        HostileCase(name, _solution, _all(0), "refused", policy=True, arrange=arrange) for name, arrange in refused
+    ] + [
+        HostileCase("flag_edited_metadata", _flags_edited, _all("full"), "restored_flags", policy=True),
+        HostileCase("malformed_channel_payload", _broken_cell("malformed_channel_payload"), _all("full"), "", False),
+        HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False),
+        HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
+        HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
+    ]
+
+
+def arrange_submissions(course: Path, lab: str) -> None:
+    """Reshape the folder of each case that has an ``arrange`` and was submitted in ``course``."""
+    for case in _broken_submissions():
+        folder = course / "submitted" / case.student / lab
+        if case.arrange and folder.is_dir():
+            case.arrange(folder, course, lab)
+
+
 def cases() -> list[HostileCase]:
     """Every hostile case: each cheat with the policy on and off, then the runtime cases."""
     found = []
@@ -223,7 +342,7 @@ def cases() -> list[HostileCase]:
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),
     ]
-    return found
+    return found + _broken_submissions()
 
 
 def wrong_answers(lab_fixtures: list[lab_tools.Fixture]) -> dict[str, str]:

@@ -388,6 +388,7 @@ class GradedLab:
     fixtures: list[Fixture]
     reports: dict[str, dict[str, Any]]  # student id -> the guarded grading report
     notebook_bytes: dict[str, int]  # student id -> size of the graded notebook
+    courses: list[Path]  # the temporary courses it was graded in (for the feedback pages)
 
 
 def default_jobs() -> int:
@@ -457,6 +458,8 @@ def grade_labs(
     defences do not depend on the lab, so one lab proves them). A lab that fails maps
     to its LabToolError; the other labs are still graded.
     """
+    from tests import hostile  # the catalogue imports this module
+
     jobs = jobs or default_jobs()
     names = list(labs)
     outcome: dict[str, GradedLab | LabToolError] = {}
@@ -490,6 +493,8 @@ def grade_labs(
         for index, student in enumerate(students):
             submit(class_shards[index % count], lab, student, submissions[student])
         shards[lab] += class_shards
+        for shard in shards[lab]:  # links, FIFOs and odd names, which nbformat does not write
+            hostile.arrange_submissions(shard, lab)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
@@ -517,7 +522,7 @@ def grade_labs(
             scores.update(read_scores(shard, lab))
             reports.update(read_reports(shard, lab))
             sizes.update(graded_notebook_bytes(shard, lab))
-        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes)
+        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes, shards[lab])
     return outcome
 
 

@@ -17,10 +17,12 @@ Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import nbformat
 import pytest
 
-from tests import hostile, lab_tools
+from tests import hostile, html_pages, lab_tools
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
 
 LAB_NAMES = lab_tools.lab_names()
@@ -228,6 +230,42 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
         assert report.get(case.flag), f"{case.student}: the grading report does not say '{case.flag}': {report}"
     size = outcome.notebook_bytes.get(case.student, 0)
     assert size < MAX_GRADED_NOTEBOOK_BYTES, f"{case.student}: the graded notebook holds {size} bytes of output"
+
+
+#: The students whose pages the page test makes (a glob nbgrader expands): every hostile one, and the honest
+#: ones (``solution...``) whose pages show what the templates themselves run.
+PAGE_STUDENTS = "[hs]*"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES[:1])
+def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, graded: dict) -> None:
+    """Every hostile case's feedback page and formgrader view hold nothing active an honest submission's page does not.
+
+    The first lab meets every hostile case, the XSS ones in Markdown and in an image's metadata included;
+    a case refused before grading has no graded notebook, hence no page.
+    """
+    outcome = _outcome(graded, lab)
+    makers = {"feedback": html_pages.feedback_pages, "formgrader": html_pages.formgrader_pages}
+    pages: dict[str, dict[str, str]] = {kind: {} for kind in makers}
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the feedback pages are made by nbgrader, in processes of its own
+        made = [(kind, pool.submit(make, course, lab, PAGE_STUDENTS)) for kind, make in makers.items()
+                for course in outcome.courses]
+        for kind, future in made:
+            pages[kind].update(future.result())
+    problems = []
+    for kind, by_student in pages.items():
+        honest = {part for student, page in by_student.items() if student.startswith(lab_tools.SOLUTION_STUDENT)
+                  for part in html_pages.active_parts(page)}
+        assert honest, f"no honest submission's {kind} page to compare with"
+        for student, page in sorted(by_student.items()):
+            added = [part for part in html_pages.active_parts(page) if part not in honest]
+            if added:
+                problems.append(f"{kind} page of {student}: {added[:3]}")
+    cases = [case for policy in (True, False) for case in lab_tools.hostile_cases_for(lab, policy=policy)]
+    missing = sorted(case.student for case in cases if case.flag != "refused"
+                     for kind in pages if case.student not in pages[kind])
+    assert not missing, f"no page made for {missing}"
+    assert not problems, "active content from a submission:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

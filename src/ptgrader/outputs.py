@@ -4,9 +4,9 @@ A graded notebook and its feedback page show whatever the kernel sent back. An o
 ``_repr_html_`` (or ``display(HTML(...))``, SVG, JavaScript, Markdown with raw HTML, a widget) would
 put the student's markup, ``<script>`` included, into the feedback page an instructor or another
 student opens. So every rich output keeps only the formats a browser shows without running
-anything: plain text (escaped when rendered) and raster images. What was dropped is named in the
-plain text. The feedback page also sanitises Markdown cells (``HTMLExporter.sanitize_html`` in
-``labs/nbgrader_config.py``).
+anything: plain text (escaped when rendered) and raster images, whose metadata keeps only a numeric
+size. What was dropped is named in the plain text. The feedback page and the formgrader also
+sanitise Markdown cells (:mod:`ptgrader.html`, set up in ``labs/nbgrader_config.py``).
 """
 
 from __future__ import annotations
@@ -15,23 +15,51 @@ from nbformat.notebooknode import NotebookNode
 
 #: MIME types kept in a rich output: text (escaped when shown) and raster images (base64 data).
 SAFE_TYPES = ("text/plain", "image/png", "image/jpeg", "image/gif")
+IMAGE_TYPES = SAFE_TYPES[1:]
+#: The only metadata kept: an image's size. nbconvert writes it unquoted (``width=...``) into the page.
+IMAGE_SIZES = ("width", "height")
+#: What :func:`make_safe` names when it drops metadata.
+METADATA = "metadata"
 _RICH = ("display_data", "execute_result", "update_display_data")
 
 
+def image_sizes(metadata: object) -> dict[str, dict[str, int]]:
+    """The image sizes in an output's metadata that are positive whole numbers; everything else is left out.
+
+    nbconvert's templates write ``width={{ width }}`` without quotes, so ``"1 onerror=alert(1)"`` would
+    become an attribute of the ``<img>`` in the feedback page and the formgrader.
+    """
+    if not isinstance(metadata, dict):
+        return {}
+    kept = {}
+    for mime in IMAGE_TYPES:
+        entry = metadata.get(mime)
+        if isinstance(entry, dict):
+            size = {key: entry[key] for key in IMAGE_SIZES if type(entry.get(key)) is int and entry[key] > 0}
+            if size:
+                kept[mime] = size
+    return kept
+
+
 def make_safe(output: NotebookNode) -> list[str]:
-    """Drop every active format from one output in place; return the MIME types dropped."""
+    """Drop every active format and all metadata but image sizes from one output in place; return what was dropped.
+
+    The list names the MIME types dropped, and :data:`METADATA` when metadata was.
+    """
     if output.get("output_type") not in _RICH:
         return []
     data = output.get("data", {})
     dropped = sorted(key for key in data if key not in SAFE_TYPES)
-    if not dropped:
-        return []
-    kept = {key: value for key, value in data.items() if key in SAFE_TYPES}
-    if "text/plain" not in kept:
-        kept["text/plain"] = f"[{', '.join(dropped)} output not kept by the grader]"
-    output["data"] = kept
+    if dropped:
+        kept = {key: value for key, value in data.items() if key in SAFE_TYPES}
+        if "text/plain" not in kept:
+            kept["text/plain"] = f"[{', '.join(dropped)} output not kept by the grader]"
+        output["data"] = kept
     metadata = output.get("metadata", {})
-    output["metadata"] = {key: value for key, value in metadata.items() if key in kept}
+    sizes = {mime: size for mime, size in image_sizes(metadata).items() if mime in output.get("data", {})}
+    if metadata != sizes:
+        dropped.append(METADATA)
+    output["metadata"] = sizes
     return dropped
 
 

@@ -8,7 +8,11 @@ it puts back, and stops on that submission with a ``KeyError``: ``nbgrader autog
   release cell it came from, matched by cell id (nbformat keeps ids when metadata is stripped),
   or by position when the notebook still has the release's shape;
 - :class:`PlaceMissingCells` is nbgrader's ``OverwriteCells``, except that a test cell whose
-  neighbour is gone too is appended at the end instead of stopping the whole submission.
+  neighbour is gone too is appended at the end instead of stopping the whole submission;
+- :class:`RestoreCellFlags` puts back the flags of every cell of the lab (``grade``, ``solution``,
+  ``locked``, ``task``, ``points``, ...) from the gradebook, before nbgrader checks the checksums
+  (they cover the flags: a test cell marked ``"solution": true`` made nbgrader fail the submission
+  with "Inconsistent checksums"), and makes a cell whose ``grade_id`` is not the lab's an ordinary one.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import Any
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook, Notebook
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.nbgraderformat import SCHEMA_VERSION
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
 #: Cell metadata keys that come back with the nbgrader metadata.
@@ -87,3 +93,60 @@ class PlaceMissingCells(OverwriteCells):
                     )
                 )
         return nb, resources
+
+
+#: The flags that make nbgrader treat a cell as part of the lab.
+_FLAGS = ("grade", "solution", "locked", "task")
+
+
+def lab_flags(notebook: Notebook) -> dict[str, dict[str, Any]]:
+    """grade_id -> the nbgrader flags the lab's cell has, as the gradebook recorded them from the source."""
+    grades = {cell.name: float(cell.max_score) for cell in notebook.grade_cells}
+    solutions = {cell.name for cell in notebook.solution_cells}
+    tasks = {cell.name for cell in notebook.task_cells}
+    flags = {}
+    for cell in notebook.source_cells:
+        flags[cell.name] = {
+            "grade": cell.name in grades, "solution": cell.name in solutions, "task": cell.name in tasks,
+            "locked": bool(cell.locked), "cell_type": cell.cell_type, "schema_version": SCHEMA_VERSION,
+        }
+        if cell.name in grades:
+            flags[cell.name]["points"] = grades[cell.name]
+    return flags
+
+
+class RestoreCellFlags(NbGraderPreprocessor):
+    """Give every cell of the lab its flags from the gradebook; one with another grade_id loses its nbgrader metadata."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gradebook:
+            flags = lab_flags(gradebook.find_notebook(info["notebook"], info["assignment"]))
+        restored = []
+        for index, cell in enumerate(nb.cells):
+            meta = cell.get("metadata", {}).get("nbgrader")
+            if meta is None:
+                continue
+            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            wanted = flags.get(grade_id) if isinstance(grade_id, str) else None
+            if wanted is None:  # not a cell of the lab (its id is not logged: a student chose it)
+                del cell.metadata["nbgrader"]
+                if not isinstance(meta, dict) or any(meta.get(flag) for flag in _FLAGS):
+                    restored.append(f"cell {index + 1}: flags of no cell of the lab, removed")
+                continue
+            edited = sorted(key for key, value in wanted.items() if not _same(meta.get(key), value))
+            meta.update(wanted)
+            if edited:
+                restored.append(f"{grade_id}: {', '.join(edited)}")
+        if restored:
+            self.log.warning("ptgrader: %s/%s: cell flags put back from the gradebook: %s", info["student"],
+                             info["assignment"], "; ".join(restored))
+            resources.setdefault("ptgrader", {})["restored_flags"] = restored
+        return nb, resources
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    """Whether a flag as the notebook has it is the gradebook's (a missing boolean flag is False)."""
+    if isinstance(wanted, bool):
+        return bool(found) is wanted and (found is None or isinstance(found, bool))
+    return type(found) in (int, float) and found == wanted if isinstance(wanted, float) else found == wanted

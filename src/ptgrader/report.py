@@ -5,7 +5,8 @@ notebook; :func:`write` puts it in ``autograded/<student>/<lab>/ptgrader-report.
 
 Run the listing from the course folder (``labs/``) after ``nbgrader autograde LAB``. Submissions whose grades
 were withheld, whose run was stopped, that tampered with the checks, left processes behind or changed course files are
-marked ``REVIEW``; the others ``ok``.
+marked ``REVIEW``, and so are those refused before grading or that the grader could not process
+(:mod:`ptgrader.failsafe`), and submitted folders with no report at all; the others ``ok``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .intake import escaped
+
 REPORT_NAME = "ptgrader-report.json"
+#: What the report of a submission the grader could not process says (ptgrader.failsafe).
+NEEDS_REVIEW = "needs review: the grader could not process this submission"
 
 
 @dataclass
@@ -73,7 +78,22 @@ def summarize(report: dict) -> str:
         parts.append(f"course files changed: {', '.join(report['restored_files'][:5])}")
     if report.get("survivors"):
         parts.append(f"a kernel could not be ended: {report['survivors']}")
+    if report.get("refused"):
+        parts.append(f"refused before grading, no marks: {'; '.join(report['refused'][:5])}")
+    if report.get("unprocessed"):
+        parts.append(f"{NEEDS_REVIEW}, no marks: {report['unprocessed'].splitlines()[0][:300]}")
+    if report.get("restored_flags"):
+        parts.append(f"cell flags edited (put back): {'; '.join(report['restored_flags'][:5])}")
     return "; ".join(parts)
+
+
+def ungraded(course: Path, lab: str) -> list[str]:
+    """The students with a submission of ``lab`` and nothing in ``autograded/``, named escaped.
+
+    A student id outside the safe names is refused before nbgrader sees it, and gets no report there.
+    """
+    submitted = sorted((course / "submitted").glob(f"*/{lab}"))
+    return [escaped(path.parent.name) for path in submitted if not (course / "autograded" / path.parent.name).exists()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,10 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     review = 0
     for path in reports:
         report = json.loads(path.read_text(encoding="utf-8"))
-        line = summarize(report)
+        line = escaped(summarize(report))
         review += bool(line)
         print(f"{'REVIEW' if line else 'ok':6}  {report['student']}" + (f"  {line}" if line else ""))
-    print(f"{len(reports)} submissions, {review} to review")
+    missing = ungraded(args.course, args.lab)
+    for name in missing:
+        print(f"REVIEW  {name}  not graded: no report (a student id outside letters, digits and ._- is refused)")
+    print(f"{len(reports) + len(missing)} submissions, {review + len(missing)} to review")
     return 0
 
 

@@ -1,0 +1,190 @@
+"""One submission never ends a grading run: whatever goes wrong with it becomes its own report.
+
+nbgrader's converter grades one student after the other; an exception in one of them (a malformed
+output message raising ``SafetensorError``, a display nested 3,000 deep raising ``RecursionError``,
+"Inconsistent checksums", ...) is logged, that student gets no graded notebook and no grade, and the
+whole command exits 1 at the end (a schema error ends it at once). :class:`GuardedExporter` is the
+seam nbgrader offers for both of its phases: ``labs/nbgrader_config.py`` makes it the converter's
+exporter (``c.Autograde.exporter_class``), so the plain ``nbgrader autograde LAB`` and
+``python -m ptgrader.autograde LAB --jobs N`` (which runs that command) both get it. It:
+
+- **refuses unsafe submission folders first.** nbgrader builds its exporter after it has listed the
+  submissions and before it opens any file of them; there, every submission folder is checked
+  (:mod:`ptgrader.intake`), and one that holds a link, a FIFO, a device or an odd name is taken out
+  of the list: nbgrader never opens it, the student gets no marks and a report that says why;
+- **turns any failure while converting one notebook into that student's report**: the exception
+  (any ``Exception``, not a list of known ones) is caught around each of nbgrader's two passes over
+  the notebook, the student gets no marks for that notebook, a graded notebook that says "needs
+  review" and why, and ``ptgrader-report.json`` with the reason; the run goes on. Only failures of
+  the grading machine itself (:data:`RUN_LEVEL`: no jail possible, no gradebook) still end the run;
+- **adds to the report what the repairs before the run found** (``resources["ptgrader"]``, e.g. the
+  cell flags :class:`~ptgrader.repair.RestoreCellFlags` put back).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbconvert.exporters import NotebookExporter
+from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
+from sqlalchemy.exc import OperationalError
+
+from .execute import IsolationUnavailable
+from .intake import escaped, is_safe_name, problems
+from .report import NEEDS_REVIEW, REPORT_NAME
+
+#: Failures of the grading machine, not of a submission: every student would meet them, so the run stops.
+RUN_LEVEL: tuple[type[BaseException], ...] = (IsolationUnavailable, OperationalError)
+#: The most characters of a reason kept in a report (a message can quote a whole output).
+MAX_REASON = 2000
+
+#: (student, assignment, notebook)
+Key = tuple[str, str, str]
+
+
+def describe(problem: BaseException) -> str:
+    """An exception as a report states it: its type and message, cut and safe to print."""
+    try:
+        message = str(problem)
+    except Exception:  # noqa: BLE001  (a message that cannot be made is still a failure to report)
+        message = "(no message)"
+    return escaped(f"{type(problem).__name__}: {message}"[:MAX_REASON])
+
+
+def _report_path(coursedir: CourseDirectory, student: str, assignment: str) -> Path:
+    return Path(coursedir.format_path(coursedir.autograded_directory, student, assignment)) / REPORT_NAME
+
+
+def add_to_report(coursedir: CourseDirectory, key: Key, fields: dict[str, Any]) -> None:
+    """Merge ``fields`` into the submission's ``ptgrader-report.json`` (made if the grading run wrote none)."""
+    student, assignment, notebook = key
+    path = _report_path(coursedir, student, assignment)
+    report: dict[str, Any] = {"student": student, "assignment": assignment, "notebook": notebook}
+    try:
+        report.update(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        pass  # none yet (or a half-written one): this one starts it
+    report.update(fields)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def give_no_marks(coursedir: CourseDirectory, student: str, assignment: str, notebook: str | None) -> None:
+    """Record 0 for every graded cell of ``notebook`` (None: of every notebook) of the submission.
+
+    What nbgrader itself records for a notebook that was not submitted; the submission is created if
+    nbgrader did not get that far, so that the student is in the gradebook's export with 0.
+    """
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        gradebook.update_or_create_student(student)
+        try:
+            submission = gradebook.update_or_create_submission(assignment, student)
+        except MissingEntry:  # a lab the gradebook does not know: nbgrader stops on it by itself
+            return
+        for submitted in submission.notebooks:
+            if notebook is None or submitted.notebook.name == notebook:
+                for grade in submitted.grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
+        gradebook.db.commit()
+
+
+def needs_review_notebook(reason: str) -> NotebookNode:
+    """The graded notebook of a submission the grader could not process: why, as text, and nothing of the submission."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            f"**{NEEDS_REVIEW.capitalize()}.** It earns no marks until an instructor has "
+            "looked at it; the reason follows."
+        ),
+        nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output("stream", name="stdout", text=reason + "\n")]),
+    ]
+    return nb
+
+
+def refuse_unsafe_submissions(converter: Autograde) -> None:
+    """Take every submission whose folder :func:`ptgrader.intake.problems` refuses out of nbgrader's list.
+
+    A refused student with a safe id gets 0 and a report (unless graded earlier and not ``--force``d,
+    as nbgrader would skip it); one whose id is not a safe name is only logged, escaped.
+    """
+    coursedir = converter.coursedir
+    excluded = set(filter(None, coursedir.student_id_exclude.split(",")))
+    # How nbgrader itself reads the student and the lab from a submission's folder (convert_notebooks).
+    pattern = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student>.*)", "(?P<lab>.*)",
+                                               escape=True))
+    for folder in sorted(converter.assignments):
+        match = pattern.fullmatch(folder)
+        if match is None or match["student"] in excluded:
+            continue  # not a folder nbgrader can grade, or another grader's student (ptgrader.autograde --jobs)
+        student, assignment = match["student"], match["lab"]
+        reasons = problems(Path(folder))
+        if not reasons:
+            continue
+        del converter.assignments[folder]
+        converter.log.warning("ptgrader: %s/%s: refused before grading: %s", escaped(student), escaped(assignment),
+                              "; ".join(reasons))
+        if not (is_safe_name(student) and is_safe_name(assignment)):
+            continue
+        graded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+        if graded.exists():
+            if not converter.force:
+                converter.log.warning("ptgrader: %s/%s: graded earlier, kept (grade again with --force)", student,
+                                      assignment)
+                continue
+            shutil.rmtree(graded)
+        give_no_marks(coursedir, student, assignment, None)
+        add_to_report(coursedir, (student, assignment, ""), {"refused": reasons})
+
+
+class GuardedExporter(NotebookExporter):
+    """nbgrader's notebook exporter, with the submissions checked first and every failure made a report."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._failed: dict[Key, str] = {}
+        self._notes: dict[Key, dict[str, Any]] = {}  # what the first pass's repairs found, for the report
+        if isinstance(self.parent, Autograde):  # built by the converter once it listed the submissions
+            refuse_unsafe_submissions(self.parent)
+
+    @property
+    def _coursedir(self) -> CourseDirectory:
+        return self.parent.coursedir
+
+    def from_filename(  # type: ignore[override]
+        self, filename: str, resources: dict[str, Any] | None = None, **kw: Any
+    ) -> tuple[str, dict[str, Any]]:
+        """nbgrader's conversion of one notebook; any failure of it becomes that submission's report."""
+        info = (resources or {})["nbgrader"]
+        key: Key = (info["student"], info["assignment"], info["notebook"])
+        if key in self._failed:  # its first pass failed: nothing is graded in the second
+            return self._needs_review(key, self._failed[key], resources)
+        try:
+            output, resources = super().from_filename(filename, resources, **kw)
+        except RUN_LEVEL:
+            raise
+        except Exception as problem:  # noqa: BLE001  (the whole class: one submission never ends the run)
+            self._failed[key] = describe(problem)
+            self.log.warning("ptgrader: %s/%s: %s:\n%s", key[0], key[1], NEEDS_REVIEW,
+                             escaped("".join(traceback.format_exception(problem))[-20_000:]))
+            return self._needs_review(key, self._failed[key], resources)
+        self._notes.setdefault(key, {}).update(resources.get("ptgrader", {}))
+        if self._notes[key]:  # after each pass: the grading run writes its report in the second
+            add_to_report(self._coursedir, key, self._notes[key])
+        return output, resources
+
+    def _needs_review(self, key: Key, reason: str, resources: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+        """No marks for the notebook, the reason in its report, and a graded notebook that says so."""
+        student, assignment, notebook = key
+        give_no_marks(self._coursedir, student, assignment, notebook)
+        add_to_report(self._coursedir, key, {"unprocessed": reason})
+        return nbformat.writes(needs_review_notebook(reason)) + "\n", self._init_resources(resources)

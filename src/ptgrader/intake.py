@@ -1,0 +1,136 @@
+"""The submission folder, checked before nbgrader opens anything in it.
+
+nbgrader reads whatever ``submitted/<student>/<lab>/`` holds: it follows symbolic links, opens FIFOs
+and devices, copies every other file into ``autograded/``, and logs each name as it is. So a
+submission that is a link to the lab's source notebook was graded as the reference solution (12/12),
+one linked to ``/dev/stdin`` (or a FIFO) blocked the whole run on a read that never ends, and a name
+holding terminal escape codes cleared the instructor's terminal and printed a fake log line.
+
+:func:`problems` says why a folder cannot be graded: anything but regular files and plain folders,
+a name outside :data:`SAFE_NAME`, too many entries, a ``timestamp.txt`` nbgrader cannot read. It only
+looks (``lstat``, never ``open``, except a regular ``timestamp.txt`` of at most a few bytes), and every
+name it reports is :func:`escaped`, as is every line nbgrader logs (:class:`EscapingLogFormatter`).
+:mod:`ptgrader.failsafe` refuses such a submission before nbgrader sees it: no marks, and a report
+that says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from nbgrader.utils import parse_utc
+from tornado.log import LogFormatter
+
+#: Names nbgrader may see: letters, digits, ``.``, ``_`` and ``-`` (no space, no control character).
+SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+#: More entries than this in one submission is not a lab handed in (and would make the walk slow).
+MAX_ENTRIES = 1000
+#: nbgrader's ``timestamp.txt`` holds one date; a larger file is not one.
+MAX_TIMESTAMP_BYTES = 256
+TIMESTAMP = "timestamp.txt"
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def escaped(text: str) -> str:
+    """``text`` safe to print on a terminal: each character that is not printable written as an escape.
+
+    Newlines stay, so that a traceback still reads as one; escape codes, bidirectional overrides and
+    other invisible characters become ``\\x1b``, ``\\u202e``, ...
+    """
+    return "".join(char if char.isprintable() or char == "\n" else ascii(char)[1:-1] for char in text)
+
+
+class EscapingLogFormatter(LogFormatter):
+    """nbgrader's log format, with every message and traceback :func:`escaped`.
+
+    nbgrader logs names and messages that come from submissions before any check can run (the folders
+    its glob did not match, for one); ``labs/nbgrader_config.py`` makes this the console's formatter
+    (``c.Application.logging_config``), so no log line can move the cursor or clear the terminal.
+    The colours nbgrader adds itself are left alone.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = escaped(record.getMessage())
+        return super().format(logging.makeLogRecord({**record.__dict__, "msg": message, "args": None}))
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802  (logging's name)
+        return escaped(super().formatException(ei))
+
+
+def is_safe_name(name: str) -> bool:
+    """Whether nbgrader may see and log ``name`` as it is."""
+    return bool(SAFE_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular entry is, in words."""
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def _entry_problem(path: Path, label: str, *, folder: bool) -> str | None:
+    """Why one entry is refused (None when it is a plain folder or regular file, as expected)."""
+    if not is_safe_name(path.name):
+        return f"{escaped(label)}: a name outside letters, digits and ._- (shown escaped)"
+    mode = os.lstat(path).st_mode
+    if folder and not stat.S_ISDIR(mode):
+        return f"{label}: {_kind(mode) if not stat.S_ISREG(mode) else 'a file'}, not a folder"
+    if not folder and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return f"{label}: {_kind(mode)}, not a regular file"
+    return None
+
+
+def _timestamp_problem(path: Path) -> str | None:
+    """Why nbgrader could not read the submission's timestamp (None when it can, or there is none)."""
+    if not path.is_file() or path.is_symlink():
+        return None  # absent, or already refused as an entry
+    if path.stat().st_size > MAX_TIMESTAMP_BYTES:
+        return f"{TIMESTAMP}: larger than {MAX_TIMESTAMP_BYTES} bytes"
+    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    try:
+        parse_utc(text)
+    except (ValueError, OverflowError, TypeError, LookupError):
+        return f"{TIMESTAMP}: not a date nbgrader can read ({escaped(text[:40])})"
+    return None
+
+
+def problems(submission: Path) -> list[str]:
+    """Why ``submitted/<student>/<lab>`` cannot be graded, each entry named escaped; [] when it can.
+
+    The student's folder and the lab's folder must be plain folders (a link to ``source/<lab>`` would
+    hand nbgrader the solution); every entry below must be a regular file or a plain folder with a
+    safe name.
+    """
+    found = [
+        problem
+        for path, label in ((submission.parent, f"the student folder {submission.parent.name}"),
+                            (submission, f"the lab folder {submission.name}"))
+        if (problem := _entry_problem(path, label, folder=True))
+    ]
+    if found:
+        return found
+    count = 0
+    for directory, folders, files in os.walk(submission):  # os.walk follows no links to folders
+        for name in sorted(folders) + sorted(files):
+            count += 1
+            path = Path(directory) / name
+            relative = str(path.relative_to(submission))
+            if problem := _entry_problem(path, relative, folder=False):
+                found.append(problem)
+        if count > MAX_ENTRIES:
+            return [f"more than {MAX_ENTRIES} files and folders"]
+        folders[:] = [name for name in folders if is_safe_name(name) and not (Path(directory) / name).is_symlink()]
+    if not found and (problem := _timestamp_problem(submission / TIMESTAMP)):
+        found.append(problem)
+    return found

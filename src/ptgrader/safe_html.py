@@ -1,0 +1,46 @@
+"""Markdown that cannot run: how the feedback page and the formgrader render Markdown cells.
+
+nbgrader's feedback and formgrade templates render every Markdown cell with ``markdown2html`` and
+nothing after it (nbconvert's own templates add ``clean_html`` when ``sanitize_html`` is set; nbgrader's
+override that block). Markdown passes raw HTML through, so a student's ``<img src=x onerror=...>`` or
+``<script>`` ran in the instructor's formgrader and in the feedback page. ``labs/nbgrader_config.py``
+replaces the ``markdown2html`` filter of every ``HTMLExporter`` the course's configuration reaches
+(``generate_feedback``, the formgrader) with :func:`markdown_to_safe_html`: the same Markdown, then
+bleach (nbconvert's own sanitiser) with an allow-list wide enough for what Markdown makes
+(headings, tables, lists, code, links, images by URL), and no script, event handler, ``style``,
+frame, embedded object or ``javascript:``/``data:`` URL. A tag outside the list is shown as text.
+Images pasted into a cell (attachments, ``data:`` URLs) are not shown.
+"""
+
+from __future__ import annotations
+
+import bleach
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+#: What Markdown (and the headings' anchor links, tables and highlighted code of nbconvert) produces.
+TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "div", "dl", "dt", "em", "h1", "h2", "h3", "h4",
+    "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table",
+    "tbody", "td", "th", "thead", "tr", "ul",
+})
+#: Attributes kept: the class of any tag (code highlighting), a heading's id (its anchor), a link's target,
+#: an image's source and text. Never an event handler or a style.
+ATTRIBUTES = {
+    "*": ["class"],
+    **{f"h{level}": ["class", "id"] for level in range(1, 7)},
+    "a": ["class", "href", "title"],
+    "img": ["class", "src", "alt", "title", "width", "height"],
+    "abbr": ["class", "title"],
+}
+#: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
+PROTOCOLS = frozenset({"http", "https", "mailto"})
+
+
+def clean(html: str) -> str:
+    """``html`` with everything that could run removed, and tags outside :data:`TAGS` escaped."""
+    return bleach.clean(html, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+
+
+def markdown_to_safe_html(source: str) -> str:
+    """A Markdown cell as HTML that runs nothing: nbconvert's Markdown renderer, then :func:`clean`."""
+    return clean(markdown2html_mistune(source))

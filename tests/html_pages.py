@@ -1,0 +1,102 @@
+"""The pages a graded submission is shown in, and what in them could run.
+
+A graded notebook is seen in two pages: the student's feedback page (``nbgrader generate_feedback``)
+and the instructor's formgrader view of the submission. Both are HTML that nbgrader's templates make
+from the graded notebook, and both must run nothing a submission wrote. These helpers make both
+pages as nbgrader does, in a graded course, and list what in a page could run (:func:`active_parts`):
+a ``<script>``, an ``<iframe>``/``<object>``/``<embed>``, an ``on*`` attribute, a ``javascript:`` URL.
+The templates bring scripts and handlers of their own (MathJax, the formgrader's code), so a page is
+judged against the page of an honest submission made the same way: it may hold nothing active the
+honest page does not (the formgrader's pages differ only by the submission's id, replaced by a
+placeholder).
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+from tests import lab_tools
+
+#: Elements that run or embed something, whatever their attributes.
+ACTIVE_TAGS = frozenset({"script", "iframe", "object", "embed"})
+#: A URL that runs script, as a browser reads it (whitespace and control characters ignored, any case).
+_JAVASCRIPT_URL = re.compile(r"^\s*j\s*a\s*v\s*a\s*s\s*c\s*r\s*i\s*p\s*t\s*:", re.IGNORECASE)
+
+
+class _ActiveParts(HTMLParser):
+    """Collects every part of a page that could run, each as one line of text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self._script: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ACTIVE_TAGS:
+            self.found.append(f"<{tag} {sorted(attrs)}>")
+            if tag == "script":
+                self._script = []
+        for name, value in attrs:
+            cleaned = re.sub(r"[\x00-\x20]", "", value or "")
+            if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned):
+                self.found.append(f"<{tag} {name}={value!r}>")
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self._script.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script" and self._script is not None:
+            self.found.append("script text: " + "".join(self._script).strip())
+            self._script = None
+
+
+def active_parts(html: str) -> list[str]:
+    """What in ``html`` could run: active elements (with a script's text), ``on*`` attributes, ``javascript:`` URLs."""
+    parser = _ActiveParts()
+    parser.feed(html)
+    parser.close()
+    return parser.found
+
+
+def feedback_pages(course: Path, lab: str, students: str) -> dict[str, str]:
+    """student -> the page ``nbgrader generate_feedback`` makes, for the students matching the glob ``students``."""
+    lab_tools.run_nbgrader(["generate_feedback", lab, f"--CourseDirectory.student_id={students}"], course)
+    return {
+        path.parent.parent.name: path.read_text(encoding="utf-8")
+        for path in sorted((course / "feedback").glob(f"{students}/{lab}/*.html"))
+    }
+
+
+def formgrader_pages(course: Path, lab: str, students: str) -> dict[str, str]:
+    """student -> the formgrader's view of the submission, made as its handler makes it.
+
+    The formgrader renders the graded notebook with an ``HTMLExporter`` configured by the course's
+    nbgrader_config.py, its ``formgrade`` template and the submission's gradebook record
+    (``nbgrader.server_extensions.formgrader.handlers.SubmissionHandler``); this does the same
+    without starting a notebook server.
+    """
+    from nbconvert import HTMLExporter
+    from nbgrader.api import Gradebook
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(lab_tools.CONFIG_NAME, path=str(course)).load_config()
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    exporter = HTMLExporter(config=config)
+    pages = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for path in sorted((course / "autograded").glob(f"{students}/{lab}/*.ipynb")):
+            student = path.parent.parent.name
+            submission = gradebook.find_submission_notebook(path.stem, lab, student)
+            resources = {
+                "assignment_id": lab, "notebook_id": path.stem, "submission_id": submission.id, "index": 0,
+                "total": 1, "base_url": "", "student": student, "last_name": submission.student.last_name,
+                "first_name": submission.student.first_name, "notebook_path": str(path.relative_to(course)),
+            }
+            page, _ = exporter.from_filename(str(path), resources=resources)
+            pages[student] = page.replace(submission.id, "<submission id>")  # the same template code on every page
+    return pages

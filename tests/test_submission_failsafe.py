@@ -1,0 +1,222 @@
+"""One bad submission cannot stop or harm a grading run, and nothing it wrote runs in a page (issue 25).
+
+- the submission folder check (:mod:`ptgrader.intake`) on links, FIFOs, devices, odd names and timestamps;
+- image metadata kept only as a numeric size (:mod:`ptgrader.outputs`), Markdown rendered inert
+  (:mod:`ptgrader.safe_html`);
+- a small course graded by ``python -m ptgrader.autograde --jobs 2`` (two ``nbgrader autograde``
+  commands) with :class:`ptgrader.failsafe.GuardedExporter` and :class:`ptgrader.repair.RestoreCellFlags`,
+  and a step that fails the way a grader can fail on one student: every other student is graded,
+  each failing one gets 0 and its report, the run exits 0 and prints no escape code. It runs no
+  kernel (a few seconds); the labs' hostile cases (tests/hostile.py) prove the same through the
+  course's own configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ptgrader import intake
+from ptgrader.outputs import METADATA, make_safe
+from ptgrader.safe_html import markdown_to_safe_html
+from tests import html_pages, lab_tools
+
+ESCAPE_CODES = "\x1b[2J\x1b[H[AutogradeApp | INFO] fine"
+
+
+def _submission(tmp_path: Path) -> Path:
+    folder = tmp_path / "submitted" / "alice" / "lab"
+    folder.mkdir(parents=True)
+    (folder / "lab.ipynb").write_text("{}")
+    return folder
+
+
+def test_a_folder_of_regular_files_with_plain_names_is_admitted(tmp_path: Path) -> None:
+    folder = _submission(tmp_path)
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / "lab-checkpoint.ipynb").write_text("{}")
+    (folder / "timestamp.txt").write_text("2026-12-01 10:00:00.000000 UTC")
+    assert intake.problems(folder) == []
+
+
+@pytest.mark.parametrize("shape", ["link to the source", "link to stdin", "FIFO", "linked lab folder",
+                                   "link in a subfolder", "device"])
+def test_anything_but_a_regular_file_is_refused_without_being_opened(tmp_path: Path, shape: str) -> None:
+    folder = _submission(tmp_path)
+    notebook = folder / "lab.ipynb"
+    if shape == "device" and os.geteuid() != 0:
+        pytest.skip("making a device file needs root")
+    if shape != "linked lab folder":
+        notebook.unlink()
+    if shape == "link to the source":
+        (tmp_path / "source.ipynb").write_text("{}")
+        notebook.symlink_to(tmp_path / "source.ipynb")
+    elif shape == "link to stdin":
+        notebook.symlink_to("/dev/stdin")
+    elif shape == "FIFO":
+        os.mkfifo(notebook)  # a read would block this test forever: the check must not open it
+    elif shape == "device":
+        os.mknod(notebook, 0o600 | 0o020000, os.makedev(1, 3))  # a character device, like /dev/null
+    elif shape == "link in a subfolder":
+        (folder / "data").mkdir()
+        (folder / "data" / "x.csv").symlink_to("/etc/passwd")
+        notebook.write_text("{}")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        folder.rename(tmp_path / "elsewhere" / "lab")
+        folder.symlink_to(tmp_path / "elsewhere" / "lab", target_is_directory=True)
+    found = intake.problems(folder)
+    assert len(found) == 1 and ("link" in found[0] or "FIFO" in found[0] or "device" in found[0]), found
+
+
+def test_odd_names_are_refused_and_reported_escaped(tmp_path: Path) -> None:
+    folder = _submission(tmp_path)
+    (folder / f"{ESCAPE_CODES}.ipynb").write_text("{}")
+    (folder / "notes \u202egpj.exe").write_text("")  # a right-to-left override hides the real extension
+    found = intake.problems(folder)
+    assert len(found) == 2 and all("\x1b" not in line and "\u202e" not in line for line in found), found
+    assert any("\\x1b[2J" in line for line in found) and any("\\u202e" in line for line in found)
+    student = tmp_path / "submitted" / ESCAPE_CODES / "lab"
+    student.mkdir(parents=True)
+    assert "the student folder" in intake.problems(student)[0]
+
+
+@pytest.mark.parametrize("stamp", ["yesterday-ish", "9" * 300])
+def test_a_timestamp_nbgrader_cannot_read_is_refused(tmp_path: Path, stamp: str) -> None:
+    folder = _submission(tmp_path)
+    (folder / "timestamp.txt").write_text(stamp)
+    assert [problem.split(":")[0] for problem in intake.problems(folder)] == ["timestamp.txt"]
+
+
+def test_image_metadata_keeps_only_a_numeric_size() -> None:
+    """nbconvert writes width=... unquoted: "1 onerror=alert(1)" would be an attribute of the <img>."""
+    attack = nbformat.v4.new_output(
+        "display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"},
+        metadata={"image/png": {"width": "1 onerror=alert(1)", "height": 30, "alt": "x"}, "filenames": {}},
+    )
+    assert make_safe(attack) == [METADATA] and attack.metadata == {"image/png": {"height": 30}}
+    honest = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"},
+                                    metadata={"image/png": {"width": 400, "height": 300}})
+    assert make_safe(honest) == [] and honest.metadata == {"image/png": {"width": 400, "height": 300}}
+    for size in (-1, 0, True, 2.5):
+        odd = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"},
+                                     metadata={"image/png": {"width": size}})
+        assert make_safe(odd) == [METADATA] and odd.metadata == {}, size
+
+
+def test_markdown_renders_inert_and_readable() -> None:
+    hostile = (lab_tools.FIXTURES / "hostile" / "broken" / "xss_markdown.md").read_text(encoding="utf-8")
+    assert html_pages.active_parts(markdown_to_safe_html(hostile)) == []
+    honest = markdown_to_safe_html("# Part 1\n\nSee [the docs](https://pytorch.org) and `x.view(2, 3)`.\n\n"
+                                   "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```")
+    for kept in ('<h1 id="Part-1">', '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
+                 '<span class="n">x</span>'):
+        assert kept in honest, (kept, honest)
+
+
+# --------------------------------------------------------------------------------- a small course
+
+#: A lab of one part, graded without a kernel: a step in place of the run fails on the students it names.
+SMALL_CONFIG = '''
+import os
+
+from nbgrader.preprocessors import (
+    CheckCellMetadata, ClearOutput, DeduplicateIds, NbGraderPreprocessor, OverwriteCells, SaveAutoGrades,
+)
+
+from ptgrader.failsafe import GuardedExporter
+from ptgrader.repair import RestoreCellFlags
+
+
+class FailsOnSomeStudents(NbGraderPreprocessor):
+    """Stands for any failure of the grader on one submission: a student "raises-<kind>" makes it raise <kind>."""
+
+    def preprocess(self, nb, resources):
+        student = resources["nbgrader"]["student"]
+        kinds = {"recursion": RecursionError, "key": KeyError, "oserror": OSError}
+        if student.startswith("raises-"):
+            raise kinds[student.split("-")[1]]("while grading " + student + " \\x1b[2J")
+        return nb, resources
+
+
+c = get_config()
+c.CourseDirectory.course_id = "small"
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.Autograde.exporter_class = GuardedExporter
+c.Application.logging_config = {"formatters": {"console": {"class": "ptgrader.intake.EscapingLogFormatter"}}}
+c.Autograde.sanitize_preprocessors = [ClearOutput, RestoreCellFlags, DeduplicateIds, OverwriteCells, CheckCellMetadata]
+c.Autograde.autograde_preprocessors = [FailsOnSomeStudents, SaveAutoGrades]
+'''
+
+
+def _small_lab() -> nbformat.NotebookNode:
+    def meta(grade_id: str, **flags: object) -> dict:
+        return {"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
+                             "schema_version": 3, **flags}}
+
+    return nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION",
+                                  metadata=meta("answer", solution=True)),
+        nbformat.v4.new_code_cell("assert answer == 42",
+                                  metadata=meta("test_answer", grade=True, locked=True, points=1)),
+    ])
+
+
+@pytest.fixture(scope="module")
+def small_course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A course graded once by ``python -m ptgrader.autograde small --jobs 2``: (course, its output)."""
+    course = tmp_path_factory.mktemp("small-course")
+    (course / lab_tools.CONFIG_NAME).write_text(SMALL_CONFIG)
+    (course / "source" / "small").mkdir(parents=True)
+    nbformat.write(_small_lab(), course / "source" / "small" / "small.ipynb")
+    release = nbformat.read(lab_tools.generate_assignment(course, "small") / "small.ipynb", as_version=4)
+    flagged = nbformat.from_dict(release)
+    flagged.cells[1].metadata.nbgrader.update(solution=True, points=100)  # nbgrader: "Inconsistent checksums"
+    for student, nb in {"honest": release, "raises-recursion": release, "raises-key": release,
+                        "raises-oserror": release, "flags-edited": flagged, "fifo": release,
+                        ESCAPE_CODES: release, "unreadable": release}.items():
+        lab_tools.submit(course, "small", student, {"small.ipynb": nb})
+    (course / "submitted" / "unreadable" / "small" / "small.ipynb").write_text("{ not a notebook")
+    fifo = course / "submitted" / "fifo" / "small" / "small.ipynb"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "ptgrader.autograde", "small", "--jobs", "2"], cwd=course, env=env,
+                         capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False)
+    assert run.returncode == 0, f"the run exited {run.returncode}:\n{run.stdout}{run.stderr}"
+    return course, run.stdout + run.stderr
+
+
+def test_every_failing_submission_gets_no_marks_and_a_report(small_course: tuple[Path, str]) -> None:
+    course, _ = small_course
+    scores = {student: cells["test_answer"][0] for student, cells in lab_tools.read_scores(course, "small").items()}
+    assert scores == {"honest": 1.0, "flags-edited": 1.0, "raises-recursion": 0.0, "raises-key": 0.0,
+                      "raises-oserror": 0.0, "unreadable": 0.0, "fifo": 0.0}
+    reports = lab_tools.read_reports(course, "small")
+    for student in ("raises-recursion", "raises-key", "raises-oserror", "unreadable"):
+        assert reports[student]["unprocessed"], reports[student]
+        graded = nbformat.read(course / "autograded" / student / "small" / "small.ipynb", as_version=4)
+        assert "Needs review" in graded.cells[0].source
+    assert reports["raises-recursion"]["unprocessed"].startswith("RecursionError: while grading raises-recursion")
+    assert reports["fifo"]["refused"] == ["small.ipynb: a FIFO, not a regular file"]
+    assert reports["flags-edited"]["restored_flags"] == ["test_answer: points, solution"]
+    assert "honest" not in reports
+
+
+def test_the_run_logs_no_escape_code_and_the_listing_names_every_submission(small_course: tuple[Path, str]) -> None:
+    course, output = small_course
+    assert "\x1b" not in output and "\\x1b[2J" in output
+    listing = subprocess.run([sys.executable, "-m", "ptgrader.report", "small"], cwd=course, capture_output=True,
+                             text=True, check=True).stdout
+    assert "\x1b" not in listing
+    review = {line.split()[1] for line in listing.splitlines() if line.startswith("REVIEW")}
+    assert review == {"raises-recursion", "raises-key", "raises-oserror", "unreadable", "fifo", "flags-edited",
+                      intake.escaped(ESCAPE_CODES).split()[0]}
+    report = json.loads((course / "autograded" / "fifo" / "small" / lab_tools.REPORT_NAME).read_text())
+    assert report["student"] == "fifo"
