@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ import nbformat
 import pytest
 
 from ptgrader import intake
+from ptgrader.autograde import relay
 from ptgrader.outputs import METADATA, make_safe
 from ptgrader.safe_html import markdown_to_safe_html
 from tests import html_pages, lab_tools
@@ -92,6 +94,12 @@ def test_a_timestamp_nbgrader_cannot_read_is_refused(tmp_path: Path, stamp: str)
     folder = _submission(tmp_path)
     (folder / "timestamp.txt").write_text(stamp)
     assert [problem.split(":")[0] for problem in intake.problems(folder)] == ["timestamp.txt"]
+
+
+def test_the_parallel_grader_relays_its_jobs_lines_escaped() -> None:
+    out = io.StringIO()
+    relay([f"{ESCAPE_CODES}\n", "graded\n"], "[2] ", out)
+    assert out.getvalue() == "[2] \\x1b[2J\\x1b[H[AutogradeApp | INFO] fine\n[2] graded\n"
 
 
 def test_image_metadata_keeps_only_a_numeric_size() -> None:

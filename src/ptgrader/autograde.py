@@ -9,8 +9,9 @@ one watches only the part of the course no other job writes (``GuardedExecute.wa
 off): the kernels, jailed, can reach none of it anyway.
 
 Run it in the course folder (``labs/``), like nbgrader. It exits with the worst exit status of its
-jobs. Every line a job prints is prefixed with its number. Unless ``OMP_NUM_THREADS`` is set, each
-job's kernels use ``cores // jobs`` torch threads, so that the jobs do not fight over the cores.
+jobs. Every line a job prints is prefixed with its number, its control characters escaped. Unless
+``OMP_NUM_THREADS`` is set, each job's kernels use ``cores // jobs`` torch threads, so that the jobs
+do not fight over the cores.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
+
+from .intake import escaped
 
 
 def students(course: Path, lab: str) -> list[str]:
@@ -42,10 +47,15 @@ def commands(lab: str, everyone: list[str], jobs: int, extra: list[str]) -> list
     return found
 
 
-def _relay(stream, prefix: str) -> None:  # noqa: ANN001
+def relay(stream: Iterable[str], prefix: str, out: TextIO) -> None:
+    """Copy a job's lines to ``out`` with ``prefix``, each :func:`~ptgrader.intake.escaped`.
+
+    nbgrader's own log is escaped already (``labs/nbgrader_config.py``); anything else a job prints
+    (a warning, a library's message quoting a submission) must not write to the terminal either.
+    """
     for line in stream:
-        sys.stdout.write(prefix + line)
-        sys.stdout.flush()
+        out.write(prefix + escaped(line.rstrip("\n")) + "\n")
+        out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,13 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     for number, command in enumerate(commands(args.lab, everyone, max(1, args.jobs), extra), start=1):
         process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True)
-        relay = threading.Thread(target=_relay, args=(process.stdout, f"[{number}] "), daemon=True)
-        relay.start()
+        relaying = threading.Thread(target=relay, args=(process.stdout, f"[{number}] ", sys.stdout), daemon=True)
+        relaying.start()
         processes.append(process)
-        relays.append(relay)
+        relays.append(relaying)
     codes = [process.wait() for process in processes]
-    for relay in relays:
-        relay.join()
+    for relaying in relays:
+        relaying.join()
     return max(codes)
 
 
