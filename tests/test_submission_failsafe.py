@@ -128,6 +128,21 @@ def test_markdown_renders_inert_and_readable() -> None:
         assert kept in honest, (kept, honest)
 
 
+def test_the_formgrader_of_the_course_renders_markdown_through_the_sanitiser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The formgrader reads the course's nbgrader_config.py from the folder Jupyter runs in, as here."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
+
+    monkeypatch.chdir(lab_tools.LABS)
+    extension = FormgradeExtension()
+    extension.root_dir = str(lab_tools.LABS.parent)
+    extension.initialize([])
+    exporter = HTMLExporter(config=extension.config)
+    assert exporter.template_name == "formgrade"
+    markdown = (lab_tools.FIXTURES / "hostile" / "broken" / "xss_markdown.md").read_text(encoding="utf-8")
+    assert html_pages.active_parts(exporter.environment.filters["markdown2html"](markdown)) == []
+
+
 # --------------------------------------------------------------------------------- a small course
 
 #: A lab of one part, graded without a kernel: a step in place of the run fails on the students it names.
