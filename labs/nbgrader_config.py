@@ -34,6 +34,9 @@ c = get_config()  # noqa: F821  (traitlets injects get_config when it loads this
 
 c.CourseDirectory.course_id = "ptlabs-book"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+# nbgrader's own list, and the grader's report: it stays with the instructor, never copied into a student's feedback
+# (nor from a submission into autograded/, where the grader writes its own).
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "ptgrader-report.json"]
 
 # Each submission folder is checked before nbgrader opens it (only regular files with plain names: a link, a
 # FIFO or a device is refused, with no marks and a report), and any failure while grading one student becomes
