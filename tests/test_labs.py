@@ -252,6 +252,8 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
                 for course in outcome.courses]
         for kind, future in made:
             pages[kind].update(future.result())
+    reports = [str(path) for course in outcome.courses for path in (course / "feedback").rglob(lab_tools.REPORT_NAME)]
+    assert not reports, f"the grader's report was copied into a student's feedback: {reports[:3]}"
     problems = []
     for kind, by_student in pages.items():
         honest = {part for student, page in by_student.items() if student.startswith(lab_tools.SOLUTION_STUDENT)
