@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .intake import escaped
 
@@ -63,28 +65,23 @@ def write(report: GradingReport, folder: Path) -> Path:
     return path
 
 
+#: The fields of a report that need an instructor's eyes, each with how the listing says it.
+_SAID: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("withheld", lambda value: f"grades withheld: {value}"),
+    ("stopped", lambda value: f"stopped: {value}"),
+    ("tampered", lambda value: f"the grader's canaries found tampering in {', '.join(value)}"),
+    ("killed_processes", lambda value: f"{value} leftover process(es) killed"),
+    ("restored_files", lambda value: f"course files changed: {', '.join(value[:5])}"),
+    ("survivors", lambda value: f"a kernel could not be ended: {value}"),
+    ("refused", lambda value: f"refused before grading, no marks: {'; '.join(value[:5])}"),
+    ("unprocessed", lambda value: f"{NEEDS_REVIEW}, no marks: {value.splitlines()[0][:300]}"),
+    ("restored_flags", lambda value: f"cell flags edited (put back): {'; '.join(value[:5])}"),
+)
+
+
 def summarize(report: dict) -> str:
     """One line saying what happened to a submission (empty when nothing needs an instructor)."""
-    parts = []
-    if report.get("withheld"):
-        parts.append(f"grades withheld: {report['withheld']}")
-    if report.get("stopped"):
-        parts.append(f"stopped: {report['stopped']}")
-    if report.get("tampered"):
-        parts.append(f"the grader's canaries found tampering in {', '.join(report['tampered'])}")
-    if report.get("killed_processes"):
-        parts.append(f"{report['killed_processes']} leftover process(es) killed")
-    if report.get("restored_files"):
-        parts.append(f"course files changed: {', '.join(report['restored_files'][:5])}")
-    if report.get("survivors"):
-        parts.append(f"a kernel could not be ended: {report['survivors']}")
-    if report.get("refused"):
-        parts.append(f"refused before grading, no marks: {'; '.join(report['refused'][:5])}")
-    if report.get("unprocessed"):
-        parts.append(f"{NEEDS_REVIEW}, no marks: {report['unprocessed'].splitlines()[0][:300]}")
-    if report.get("restored_flags"):
-        parts.append(f"cell flags edited (put back): {'; '.join(report['restored_flags'][:5])}")
-    return "; ".join(parts)
+    return "; ".join(say(report[key]) for key, say in _SAID if report.get(key))
 
 
 def ungraded(course: Path, lab: str) -> list[str]:
