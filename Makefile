@@ -1,4 +1,5 @@
-# The two commands a newcomer runs: `make book` (build the website) and `make test` (validate everything).
+# The two commands a newcomer runs: `make book` (build the website) and `make test` (validate everything);
+# `make check NB=notebooks/NN_name.ipynb` applies to one chapter every rule `make test` would.
 # Both create .venv when needed and install what the project needs, system packages included.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -12,7 +13,7 @@ PYTEST_WORKERS ?= 2
 # The pinned torch wheel and CI use this version; `make PYTHON=python3.11 ...` picks another interpreter.
 PYTHON_VERSION := 3.11
 
-.PHONY: book test test-gpu refresh setup check-python system-deps browser clean
+.PHONY: book test check test-gpu refresh setup check-python system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
@@ -24,6 +25,11 @@ test: setup browser
 	$(BIN)/python -m pytest -rfEs -n $(PYTEST_WORKERS) --dist loadfile \
 	  --nbval --colab-like --nbval-sanitize-with tests/sanitize.cfg \
 	  tests notebooks labs/source
+
+# One chapter, every rule `make test` applies to it: its cells (nbval, Colab-like), its hygiene, the lint, its
+# registration, claim keys across the book and the site's rules (a site build). tests/chapter_check.py selects them.
+check: setup browser
+	@$(BIN)/python -m tests.chapter_check $(NB) --workers $(PYTEST_WORKERS)
 
 # The GPU runner's check: the guarded GPU experiments run; only exercise verdicts (`nbval-check-output`) are compared.
 # tests/require_cuda.py stops it at once where there is no CUDA: on a CPU every guarded cell passes, testing nothing.

@@ -20,7 +20,7 @@ from tests.manifest import ROOT
 from tests.notebook_tools import SOLUTION_TITLE, is_lab, solution_cells, tags
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from claims_table import Claim, inconsistent_keys, read_claims  # noqa: E402,F401  (book/_ext/claims_table.py: the claims page reads the same tables)
+from claims_table import Claim, inconsistent_keys, read_claims, section_titles  # noqa: E402,F401  (book/_ext/claims_table.py: the generated pages read the same tables)
 
 STDERR_TAG = "stderr-expected"
 #: Tags that Jupyter's and Colab's Run All ignore: a notebook relying on them breaks for learners. nbval
@@ -38,6 +38,21 @@ def _code_cells(nb: nbformat.NotebookNode) -> list[tuple[int, nbformat.NotebookN
     return [(i, cell) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
 
 
+def cell_name(nb: nbformat.NotebookNode, index: int) -> str:
+    """A cell as a reader finds it in Jupyter: the ``[N]`` beside it and its first line.
+
+    Problems name cells this way, not by their position in the file, which counts markdown cells too
+    and matches nothing Jupyter shows.
+    """
+    cell = nb.cells[index]
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "(empty)")
+    first = first if len(first) <= 60 else first[:57] + "..."
+    if cell.cell_type != "code":
+        return f"{cell.cell_type} cell {first!r}"
+    count = f"[{cell.execution_count}]" if cell.get("execution_count") else "[ ]"
+    return f"code cell {count} {first!r}"
+
+
 def executed_top_to_bottom(nb: nbformat.NotebookNode) -> list[str]:
     """Every code cell ran, in order, in one kernel (execution counts 1, 2, 3, ...)."""
     counts, never_run = [], []
@@ -45,10 +60,10 @@ def executed_top_to_bottom(nb: nbformat.NotebookNode) -> list[str]:
         if not cell.source.strip():
             continue
         if cell.execution_count is None:
-            never_run.append(index)
+            never_run.append(cell_name(nb, index))
         else:
             counts.append(cell.execution_count)
-    problems = [f"code cells {never_run} were never executed; run `make refresh`"] if never_run else []
+    problems = [f"{len(never_run)} code cell(s) never executed, first {never_run[0]}; run `make refresh`"] if never_run else []
     if counts != list(range(1, len(counts) + 1)):
         problems.append(f"cells executed out of order {counts[:15]}; run `make refresh`")
     return problems
@@ -62,10 +77,10 @@ def runs_all_without_tags(nb: nbformat.NotebookNode) -> list[str]:
     problems = []
     for index, cell in _code_cells(nb):
         if any(out.output_type == "error" for out in cell.outputs):
-            problems.append(f"code cell {index} raised; show a deliberate error with ptlabs.expect_error")
+            problems.append(f"{cell_name(nb, index)} raised; show a deliberate error with ptlabs.expect_error")
         ignored = sorted(set(RUN_ALL_IGNORES) & tags(cell))
         if ignored:
-            problems.append(f"code cell {index} is tagged {ignored}, which Run All ignores; guard it in code")
+            problems.append(f"{cell_name(nb, index)} is tagged {ignored}, which Run All ignores; guard it in code")
     return problems
 
 
@@ -77,7 +92,7 @@ def no_stray_stderr(nb: nbformat.NotebookNode) -> list[str]:
             continue
         stderr = [out.text for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"]
         if stderr:
-            problems.append(f"code cell {index} wrote to stderr: {stderr[0][:300]!r}")
+            problems.append(f"{cell_name(nb, index)} wrote to stderr: {stderr[0][:300]!r}")
     return problems
 
 
@@ -100,7 +115,7 @@ def outputs_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
             text = _output_text(output)
             wide = [line for line in text.splitlines() if len(line) > PAGE_WIDTH]
             if wide:
-                problems.append(f"code cell {index} prints {len(wide)} line(s) over {PAGE_WIDTH} chars: {wide[0]!r}")
+                problems.append(f"{cell_name(nb, index)} prints {len(wide)} line(s) over {PAGE_WIDTH} chars: {wide[0]!r}")
                 break
     return problems
 
@@ -113,7 +128,7 @@ def _png_width(data: str) -> int:
 def figures_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
     """Figures are at most ~7 in wide, so their labels stay readable when scaled to the column."""
     return [
-        f"code cell {index} draws a figure {width} px wide (> {FIGURE_MAX_PX}); use figsize width <= 7"
+        f"{cell_name(nb, index)} draws a figure {width} px wide (> {FIGURE_MAX_PX}); use figsize width <= 7"
         for index, cell in _code_cells(nb)
         for output in cell.outputs
         if "image/png" in output.get("data", {})
@@ -135,7 +150,7 @@ def exercises_balanced_verdicts_printed(nb: nbformat.NotebookNode) -> list[str]:
         if "nbval-check-output" in tags(cell):
             text = "".join(out.get("text", "") for out in cell.outputs)
             if "✅" not in text:
-                problems.append(f"verdict cell {index} printed no '✅' verdict")
+                problems.append(f"verdict {cell_name(nb, index)} printed no '✅' verdict")
     return problems
 
 
@@ -157,13 +172,13 @@ def checks_apart_from_solutions(nb: nbformat.NotebookNode) -> list[str]:
         if cell.cell_type != "code" or "nbval-check-output" not in tags(cell):
             continue
         if in_solution:
-            problems.append(f"verdict cell {index} is inside a solution block; put it after {{solution-end}}")
+            problems.append(f"verdict {cell_name(nb, index)} is inside a solution block; put it after {{solution-end}}")
         try:
             tree = ast.parse(cell.source)
         except SyntaxError:
             continue  # IPython syntax; nbval reports a real error when it runs
         if any(isinstance(node, (ast.FunctionDef, ast.ClassDef)) for node in tree.body):
-            problems.append(f"verdict cell {index} defines a function or class; it belongs to the solution")
+            problems.append(f"verdict {cell_name(nb, index)} defines a function or class; it belongs to the solution")
     return problems
 
 
@@ -173,7 +188,7 @@ SEED_REFERENCE = re.compile(r"\b[Ss]eed\s+0\d\d\b")
 def cites_the_sources_page(nb: nbformat.NotebookNode) -> list[str]:
     """Readers never see a working name such as "seed 002 §3.1"; articles are cited via the Sources page."""
     return [
-        f"cell {index} names {match.group(0)!r}; cite the article through the Sources page"
+        f"{cell_name(nb, index)} names {match.group(0)!r}; cite the article through the Sources page"
         for index, cell in enumerate(nb.cells)
         for match in [SEED_REFERENCE.search(cell.source)]
         if match
@@ -195,6 +210,35 @@ def sections_numbered(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
+TITLE_LINE = re.compile(r"^# (?:Lab )?\d\d · \S")
+
+
+def opens_with_its_title_line(nb: nbformat.NotebookNode) -> list[str]:
+    """The first cell is markdown opening with `# NN · Title` (a lab: `# Lab NN · Title`).
+
+    The sidebar, the claims page and the coverage map show that line; the bootstrap cell comes after it.
+    """
+    first = nb.cells[0] if nb.cells else None
+    line = first.source.splitlines()[0] if first is not None and first.source else ""
+    if first is not None and first.cell_type == "markdown" and TITLE_LINE.match(line):
+        return []
+    return [f"the first cell should be markdown opening with '# NN · Title' (a lab: '# Lab NN · Title'), not {line[:60]!r}"]
+
+
+SUMMARY = re.compile(r"^\d+\. Summary( and cheat sheet)?$")
+
+
+def ends_with_the_summary(nb: nbformat.NotebookNode) -> list[str]:
+    """A chapter's last section is `## N. Summary and cheat sheet` (chapter 00, no API to cheat on: `## N. Summary`)."""
+    if is_lab(nb):
+        return []
+    headings = [h for cell in nb.cells if cell.cell_type == "markdown" for h in SECTION.findall(cell.source)]
+    if headings and SUMMARY.match(headings[-1].strip()):
+        return []
+    last = headings[-1] if headings else "no section"
+    return [f"the last section is {last!r}; end the chapter with '## N. Summary and cheat sheet'"]
+
+
 def stamped_by_refresh(nb: nbformat.NotebookNode) -> list[str]:
     """`make refresh` recorded what the outputs come from (the website shows it under the title)."""
     stamp = nb.metadata.get("ptlabs", {})
@@ -213,7 +257,7 @@ def solutions_wait_collapsed(nb: nbformat.NotebookNode) -> list[str]:
     for cell in solution_cells(nb):
         hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
         if not (hidden and cell.metadata.get("cellView") == "form" and cell.source.startswith(SOLUTION_TITLE)):
-            problems.append(f"solution cell {nb.cells.index(cell)} does not open collapsed; run `make refresh`")
+            problems.append(f"solution {cell_name(nb, nb.cells.index(cell))} does not open collapsed; run `make refresh`")
     return problems
 
 
@@ -232,7 +276,7 @@ def has_a_live_explorer(nb: nbformat.NotebookNode) -> list[str]:
         problems.append("the chapter has no live explorer (an ipywidgets `interact` or widget)")
     for cell in live:
         if not {"remove-cell", "nbval-ignore-output"} <= tags(cell):
-            problems.append(f"explorer cell {nb.cells.index(cell)} needs tags remove-cell and nbval-ignore-output")
+            problems.append(f"explorer {cell_name(nb, nb.cells.index(cell))} needs tags remove-cell and nbval-ignore-output")
     if live and not shown:
         problems.append("the explorer has no static states for the site (a `ptlabs.show_states` cell with output)")
     return problems
@@ -241,7 +285,7 @@ def has_a_live_explorer(nb: nbformat.NotebookNode) -> list[str]:
 def figures_have_alt_text(nb: nbformat.NotebookNode) -> list[str]:
     """Every figure says what it shows to a reader who cannot see it (`mystnb.image.alt` in the cell's metadata)."""
     return [
-        f"code cell {index} draws a figure without alt text; set metadata.mystnb.image.alt"
+        f"{cell_name(nb, index)} draws a figure without alt text; set metadata.mystnb.image.alt"
         for index, cell in _code_cells(nb)
         if any("image/png" in out.get("data", {}) or "image/svg+xml" in out.get("data", {}) for out in cell.outputs)
         and not str(cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()
@@ -255,7 +299,7 @@ def timings_compared_by_the_helper(nb: nbformat.NotebookNode) -> list[str]:
     """A cell that times two things to compare them uses ptlabs.compare (interleaved rounds, a verdict
     from the spread), not two separate measurements whose medians were taken minutes apart."""
     return [
-        f"code cell {index} takes {count} separate timings; compare them with ptlabs.compare"
+        f"{cell_name(nb, index)} takes {count} separate timings; compare them with ptlabs.compare"
         for index, cell in _code_cells(nb)
         for count in [len(RAW_TIMING.findall(cell.source))]
         if count > 1
@@ -273,6 +317,8 @@ RULES: tuple[Rule, ...] = (
     checks_apart_from_solutions,
     cites_the_sources_page,
     sections_numbered,
+    opens_with_its_title_line,
+    ends_with_the_summary,
     claims_table_follows_the_schema,
     stamped_by_refresh,
     solutions_wait_collapsed,

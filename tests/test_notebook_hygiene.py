@@ -68,6 +68,8 @@ def _claims(row: str, header: str = CLAIMS_HEADER) -> nbformat.NotebookNode:
 
 
 CLEAN = _claims("| `x-is-one` | `x` is 1 (folklore) | **True.** It is. | cell | §1 |")
+CLEAN.cells.insert(0, nbformat.v4.new_markdown_cell("# 09 · Demo\n\nWhat the chapter teaches."))
+CLEAN.cells.append(nbformat.v4.new_markdown_cell("## 3. Summary and cheat sheet\n\n| want | write |"))
 STATES = nbformat.v4.new_output("display_data", data={"text/html": "<div class='ptlabs-states'></div>", "text/plain": "x"})
 CLEAN.cells += [
     _cell("print(1)", 1, [_stream("1\n")]),
@@ -161,6 +163,19 @@ BAD_NOTEBOOKS = {
                   nbformat.v4.new_markdown_cell("```{solution-end}\n```")),
         "does not open collapsed",
     ),
+    "no title line": (
+        hygiene.opens_with_its_title_line, _notebook(nbformat.v4.new_markdown_cell("# Demo")), "'# NN · Title'"
+    ),
+    "code before the title": (
+        hygiene.opens_with_its_title_line,
+        _notebook(_cell("import torch", 1), nbformat.v4.new_markdown_cell("# 09 · Demo")),
+        "'# NN · Title'",
+    ),
+    "no summary at the end": (
+        hygiene.ends_with_the_summary,
+        _notebook(nbformat.v4.new_markdown_cell("## 1. Summary\n\n## 2. Pitfalls")),
+        "end the chapter with '## N. Summary and cheat sheet'",
+    ),
     "no explorer": (hygiene.has_a_live_explorer, _notebook(_cell("print(1)", 1)), "no live explorer"),
     "explorer shown on the site": (
         hygiene.has_a_live_explorer, _notebook(_cell("interact(f, x=1)", 1, tags=["nbval-ignore-output"])), "remove-cell"
@@ -196,6 +211,15 @@ def test_rule_rejects(case: str) -> None:
     rule, nb, expected = BAD_NOTEBOOKS[case]
     problems = rule(nb)
     assert any(expected in problem for problem in problems), f"{rule.__name__} missed {case!r}: {problems}"
+
+
+def test_problems_name_cells_as_jupyter_shows_them() -> None:
+    """Not "code cell 14" (a position that counts markdown cells too) but the [N] beside it and its first line."""
+    nb = _notebook(nbformat.v4.new_markdown_cell("# Title"), _cell("print(wide)\nmore", 7, [_stream("x" * 89 + "\n")]))
+    assert hygiene.outputs_fit_the_page(nb)[0].startswith("code cell [7] 'print(wide)' prints 1 line(s) over 88")
+    assert hygiene.no_stray_stderr(_notebook(_cell("\nwarn()", None, [_stream("w", "stderr")])))[0].startswith(
+        "code cell [ ] 'warn()' wrote to stderr"
+    )
 
 
 @pytest.mark.parametrize("rule", hygiene.RULES, ids=lambda rule: rule.__name__)

@@ -10,10 +10,11 @@ has at least one matplotlib figure); an exercise solution opens on click; the Co
 chapter 01 points at the notebook in the repository named in ``_config.yml``; the intro links every
 chapter in the table of contents; no page is wider than a phone's screen. From the built files:
 no lab answer is published, exercises are numbered within their chapter, explorers show static
-states and no dead widget, chapters cite the articles through the Sources page, and the page of tested
-claims lists every row of every chapter's claims table with links that land on their sections. Each page
-is saved as a screenshot in pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the
-paths are printed (use ``-s`` to see them).
+states and no dead widget, chapters cite the articles through the Sources page, the page of tested
+claims lists every row of every chapter's claims table with links that land on their sections, and the
+coverage map lists every chapter section, claim key and lab part. Each page is saved as a screenshot in
+pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s``
+to see them).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
 
 from tests.bootstrap import book_config
-from tests.hygiene import read_claims  # book/_ext/claims_table.py: what the claims page is generated from
+from tests.hygiene import read_claims, section_titles  # book/_ext/claims_table.py: what the generated pages read
 from tests.manifest import ROOT, load_manifest
 
 CONFIG = book_config()
@@ -295,11 +296,17 @@ def _lines_between(source: str, begin: str, end: str) -> list[str]:
     return lines
 
 
+LAB_PART = re.compile(r"^## (Part .*)$", re.MULTILINE)
+SECRET_REGIONS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
+                  "hidden test": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
+
+
 def _secret_lines() -> dict[str, str]:
     """Lines of the labs' solutions and hidden tests that the student versions do not contain.
 
     Only distinctive lines count (at least 30 characters): short ones like ``return out`` occur
-    anywhere. Each maps to the lab it comes from, for the message.
+    anywhere. Each maps to where it comes from (lab, part and kind), so a leak says which answer a page
+    gives away.
     """
     from tests import lab_tools
 
@@ -309,19 +316,22 @@ def _secret_lines() -> dict[str, str]:
             cell.source for path in lab_tools.release_notebooks(lab) for cell in nbformat.read(path, as_version=4).cells
         )
         for path in lab_tools.source_notebooks(lab):
+            part = "before its first part"
             for cell in nbformat.read(path, as_version=4).cells:
-                for begin, end in (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")):
+                if cell.cell_type == "markdown" and (heading := LAB_PART.search(cell.source)):
+                    part = heading[1]
+                for kind, (begin, end) in SECRET_REGIONS.items():
                     for line in _lines_between(cell.source, begin, end):
                         if len(line) >= 30 and line not in released:
-                            secrets[line] = lab
+                            secrets[line] = f"{lab}, {part} ({kind})"
     return secrets
 
 
-def test_site_publishes_no_solution_and_no_hidden_test(site: Path) -> None:
-    """Every built file (pages, downloadable notebooks, search index) is free of lab answers."""
-    secrets = _secret_lines()
-    assert secrets, "found no solution or hidden-test lines in the lab sources: the check would prove nothing"
-    markers = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+LEAK_MARKERS = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def _leaks(site: Path, secrets: dict[str, str]) -> list[str]:
+    """Each built file that holds a lab answer, with the lines it holds and where each comes from."""
     leaks = []
     for path in sorted(site.rglob("*")):
         if not path.is_file() or path.suffix not in {".html", ".ipynb", ".js", ".txt", ".json", ".md"}:
@@ -330,11 +340,32 @@ def test_site_publishes_no_solution_and_no_hidden_test(site: Path) -> None:
         # Highlighted code is split into <span>s and escaped: compare the text a reader sees.
         text = html.unescape(re.sub(r"<[^>]+>", "", raw))
         # The markers are named on the instructors' page; in a lab's page they would mean a source leaked.
-        found = [m for m in markers if m in raw and "labs" in path.parts]
-        found += [line for line in secrets if line in text or line in raw]
+        found = [f"the marker {m!r}" for m in LEAK_MARKERS if m in raw and "labs" in path.parts]
+        found += [f"{line!r}, from {where}" for line, where in secrets.items() if line in text or line in raw]
         if found:
-            leaks.append(f"{path.relative_to(site)}: {found[:3]}")
-    assert not leaks, "the public site contains lab solutions or hidden tests:\n  " + "\n  ".join(leaks)
+            leaks.append(f"{path.relative_to(site)}:\n    " + "\n    ".join(found[:3]))
+    return leaks
+
+
+def test_site_publishes_no_solution_and_no_hidden_test(site: Path) -> None:
+    """Every built file (pages, downloadable notebooks, search index) is free of lab answers."""
+    secrets = _secret_lines()
+    assert secrets, "found no solution or hidden-test lines in the lab sources: the check would prove nothing"
+    leaks = _leaks(site, secrets)
+    assert not leaks, (
+        "the public site gives away lab answers; a chapter must not hold a line of a lab's solution or hidden "
+        "test: let the lab part apply the chapter to another problem, or show the chapter's idea with other "
+        "code (renaming a variable only hides the repeat from this check):\n  " + "\n  ".join(leaks)
+    )
+
+
+def test_a_leak_names_the_page_the_lab_and_the_part(tmp_path: Path) -> None:
+    line = "shapes[name] = tuple(output.shape)  # a lab's answer"
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "08_x.html").write_text(f"<pre><span>{html.escape(line)}</span></pre>", encoding="utf-8")
+    (tmp_path / "notebooks" / "09_y.html").write_text("<p>nothing to see</p>", encoding="utf-8")
+    leaks = _leaks(tmp_path, {line: "lab02_modules, Part 4 · A feature extractor (solution)"})
+    assert leaks == [f"notebooks/08_x.html:\n    {line!r}, from lab02_modules, Part 4 · A feature extractor (solution)"]
 
 
 def _chapter_pages(site: Path) -> dict[int, str]:
@@ -358,7 +389,6 @@ def test_exercises_are_numbered_within_their_chapter(site: Path) -> None:
 
 def test_explorers_show_static_states_and_no_dead_control(site: Path) -> None:
     """A live widget needs a kernel: the site shows precomputed states (ptlabs.show_states) instead."""
-    explorers = 0
     for chapter, page in _chapter_pages(site).items():
         assert "application/vnd.jupyter.widget-view+json" not in page, (
             f"chapter {chapter:02d} publishes a widget view, a control that does nothing on the website; "
@@ -503,3 +533,23 @@ def test_claims_page_lists_every_claim_and_its_links_land_on_their_sections(site
         assert section, f"{href}: no section with that id"
         title = html.unescape(re.sub(r"<[^>]+>", "", section[1])).strip()
         assert title.startswith(f"{number}. "), f"{href} is labelled §{number} but opens {title!r}"
+
+
+def test_coverage_map_lists_every_section_claim_key_and_lab_part(site: Path) -> None:
+    """book/coverage.html (book/_ext/coverage_map.py) shows a contributor what exists, read from the notebooks."""
+    page = html.unescape(re.sub(r"<[^>]+>", "", (site / "book" / "coverage.html").read_text(encoding="utf-8")))
+    page = page.translate(str.maketrans("“”‘’", "\"\"''"))  # Sphinx's smart quotes
+    expected = []
+    for file in _toc_files(TOC):
+        nb = nbformat.read(ROOT / f"{file}.ipynb", as_version=4) if file.startswith(("notebooks/", "labs/")) else None
+        if nb is None:
+            continue
+        markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+        if file.startswith("notebooks/"):
+            expected += [f"§{n} {title}" for n, title in section_titles(nb).items()]
+            expected += [claim.key for claim in read_claims(nb)[0]]
+        else:
+            expected += re.findall(r"^## (Part .+?)\s*$", markdown, re.MULTILINE)
+    plain = [re.sub(r"[`*]", "", entry) for entry in expected]
+    missing = [entry for entry in plain if entry not in page]
+    assert expected and not missing, f"the coverage map lacks {len(missing)} entries, e.g. {missing[:5]}"
