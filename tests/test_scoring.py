@@ -152,3 +152,14 @@ def test_a_cell_gets_only_what_is_left_of_the_submissions_time() -> None:
     assert run._get_timeout(None) == 1 and "longer than its 120 s" in run._timeout_reason(cell, 4)
     run._deadline = time.monotonic() + 30
     assert run._timeout_reason(cell, 4) == "cell 5 ran longer than 60 s; the kernel was stopped"
+
+
+def test_comm_messages_keep_nothing_in_the_grader() -> None:
+    from ptgrader.execute import GuardedExecute
+
+    grader = GuardedExecute()
+    message = {"msg_type": "comm_open", "header": {"msg_type": "comm_open"}, "parent_header": {},
+               "content": {"comm_id": "c1", "target_name": "jupyter.widget",
+                           "data": {"state": {"_model_name": "OutputModel", "blob": "x" * 1_000}}}}
+    grader.handle_comm_msg([], message, 0)
+    assert grader.widget_state == {} and grader.comm_objects == {}

@@ -9,7 +9,8 @@ bounded before it is kept:
   output they rewrite (``display(..., display_id=..., update=True)`` on many earlier outputs made
   one message a 150 MiB notebook);
 - rich outputs keep only text and raster images (:mod:`ptgrader.outputs`), display updates included;
-- an output too deep or malformed to measure is dropped, never passed on;
+- an output too deep or malformed to measure is dropped, never passed on; comm (widget) messages
+  are dropped whole;
 - outputs of the grader's own type (:data:`ptgrader.channel.MIME`) leave the stream and are decoded
   without running anything; a name sent twice in one run of a cell is kept as a mistake, which
   fails the comparison, so code that runs late in a cell cannot overwrite a test's output.
@@ -79,6 +80,14 @@ class OutputReceiver:
                 self.seen_tokens.add(cell_index)
             self._stream_tail[cell_index] = seen[-200:]
         return self._bounded(outs, out, display_id, cell_index)
+
+    def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+        """Comm messages (widgets) are dropped: nothing of them is kept, nothing is routed through them.
+
+        nbclient keeps every widget's state for the notebook's metadata and lets an output widget
+        capture outputs around these limits: 1,500 messages of 1 MiB took the grader from 383 MiB to
+        2.7 GiB. A graded notebook needs neither; a widget's output in a lab shows as plain text.
+        """
 
     def _update_display_id(self, display_id: str, msg: dict) -> None:
         """A display update rewrites earlier outputs: made inert, and charged once per output it rewrites."""
