@@ -16,7 +16,8 @@ module is the order of the steps; each step lives in a module named for it:
    budget, as text and raster images only; outputs sent to the grader (:mod:`ptgrader.channel`)
    leave the stream;
 4. **compare** (:mod:`ptgrader.compare`): those outputs are held against the reference solution's,
-   outside the kernel;
+   outside the kernel; a part's rule about how its code is written ("no Python loop") is read from
+   the student's source (:mod:`ptgrader.source_rules`);
 5. **score** (:mod:`ptgrader.score`): each test cell's score is the grader's verdict alone; the
    kernel's own errors, stderr and ``execute_result`` stay as feedback nbgrader does not score;
 6. **report** (:mod:`ptgrader.report`): after the kernel and everything it started are killed and
@@ -52,6 +53,7 @@ from .policy import LabNames, scan_cell, setup_module_names
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
+from .source_rules import loop_rules, python_loops
 from .warm import WarmKernels
 
 __all__ = ["REPORT_NAME", "GuardedExecute", "IsolationUnavailable", "setup_index"]
@@ -173,6 +175,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             report.withheld = "the submission breaks the lab's code policy: " + "; ".join(report.findings)
         else:
             self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
+            self._check_source_rules(nb, trusted, report, failures)
         if report.withheld:
             self.log.error("ptgrader: %s/%s: grades withheld: %s", report.student, report.assignment, report.withheld)
             why = Failure(score.WITHHELD, report.withheld + " (an instructor reviews it)")
@@ -240,6 +243,18 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             for index in sorted(self.student_cells)
             for finding in scan_cell(nb.cells[index].source, index, modules, lab=lab)
         ]
+
+    def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
+                            failures: dict[int, Failure]) -> None:
+        """A part whose test cell asks for no Python loop fails when the student's code has one (read, not run)."""
+        cells = {index: nb.cells[index].source for index in self.student_cells}
+        for index, cell in graded_test_cells(nb):
+            for function in loop_rules(trusted.get(grade_id(cell), "")):
+                loops = python_loops(cells, function)
+                if loops:
+                    report.rules_broken.append(f"{grade_id(cell)}: {loops[0]}")
+                    failures.setdefault(index, Failure(
+                        score.RULE_BROKEN, f"{function} must have no Python loop, and has " + "; ".join(loops[:3])))
 
     def _trusted_sources(self, info: dict[str, str]) -> tuple[dict[str, str], set[str]]:
         """(grade_id -> source of every locked cell of the source notebook, the grade_ids of its graded cells)."""

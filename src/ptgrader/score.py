@@ -28,8 +28,9 @@ from nbformat.notebooknode import NotebookNode
 from .cells import grade_id, scored_cells
 
 #: Why a test cell earns nothing, strongest first: the first reason found is the verdict's.
-WITHHELD, STOPPED, NOT_A_TEST, RAISED, INCOMPLETE, DIFFER = (
-    "GradingWithheld", "GradingStopped", "NotATestCell", "TestFailed", "IncompleteTestCell", "OutputsDiffer"
+WITHHELD, STOPPED, NOT_A_TEST, RAISED, INCOMPLETE, RULE_BROKEN, DIFFER = (
+    "GradingWithheld", "GradingStopped", "NotATestCell", "TestFailed", "IncompleteTestCell", "RuleBroken",
+    "OutputsDiffer",
 )
 
 
