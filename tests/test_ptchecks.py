@@ -125,6 +125,9 @@ def test_canaries_pass_untouched(capsys: pytest.CaptureFixture[str]) -> None:
         (grading, "check_equal", lambda *a, **k: None, "check_equal accepted a known-wrong value"),
         (grading, "TorchCallCounter", object, "the torch call counter does not work"),
         (torch.Tensor, "__eq__", lambda self, other: True, r"torch.Tensor: __eq__ replaced"),
+        # A red team's lenient comparison: every assert_close between int64 vectors passed.
+        (torch.testing._comparison.TensorLikePair, "_compare_values", lambda *a: None,
+         "torch.testing._comparison.TensorLikePair: _compare_values replaced"),
     ],
 )
 def test_canaries_notice_a_replaced_function(

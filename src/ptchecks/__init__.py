@@ -204,14 +204,23 @@ def _namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "torch.nn.functional", vars(torch.nn.functional)
     yield "torch.nn.Module", vars(torch.nn.Module)
     yield "torch.testing", vars(torch.testing)
+    # assert_close compares through these: replacing one pair's method would make every comparison lenient.
+    from torch.testing import _comparison
+
+    yield "torch.testing._comparison", vars(_comparison)
+    for pair in _COMPARISON_PAIRS:
+        yield f"torch.testing._comparison.{pair}", vars(getattr(_comparison, pair))
     yield "torch.overrides", vars(torch.overrides)
     yield "ptlabs", vars(ptlabs)
     yield "ptlabs.checks", vars(_checks)
     yield "ptchecks", vars(sys.modules[__name__])
 
 
+#: The classes through which torch.testing.assert_close compares values.
+_COMPARISON_PAIRS = ("Pair", "TensorLikePair", "NumberPair", "BooleanPair", "NonePair", "ObjectPair")
 #: Namespaces of classes: unlike a module's, they gain no entries on their own.
-_CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module"}
+_CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module",
+            *(f"torch.testing._comparison.{pair}" for pair in _COMPARISON_PAIRS)}
 
 # Names that the runtime itself rebinds between cells: IPython's builtin trap swaps these in and out,
 # and ipykernel installs an `input` of its own for each execution.
