@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .intake import escaped
+from .intake import escaped, is_safe_name
 
 REPORT_NAME = "ptgrader-report.json"
 #: What the report of a submission the grader could not process says (ptgrader.failsafe).
@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'REVIEW' if line else 'ok':6}  {report['student']}" + (f"  {line}" if line else ""))
     missing = ungraded(args.course, args.lab)
     for name in missing:
-        print(f"REVIEW  {name}  not graded: no report (a student id outside letters, digits and ._- is refused)")
+        why = "its id is not letters, digits and ._- only" if not is_safe_name(name) else "nbgrader graded no notebook"
+        print(f"REVIEW  {name}  not graded, no report: {why} (see nbgrader's log)")
     print(f"{len(reports) + len(missing)} submissions, {review + len(missing)} to review")
     return 0
 
