@@ -51,6 +51,33 @@ LAB = LabNames.of(
     {"test_f"},
 )
 
+#: The outside red team's cell that forged check_raises (lab01): with the policy off it scores the 2 points of
+#: expand_strides (an observation forged inside the kernel, a documented limit), so it is no hostile file.
+FORGE_CHECK_RAISES = """import collections
+
+
+def box():
+    return collections
+
+
+checks = box()._sys.modules["ptchecks"]
+checks._SNAPSHOT.differences = list
+observe = checks._observe
+
+
+def check_raises(exception_type, function, *args, name, **kwargs):
+    try:
+        function(*args, **kwargs)
+    except Exception as raised:
+        observe("check_raises", name, "ValueError")
+        checks.verdict(name, "raises ValueError")
+        return raised
+    raise checks.ExerciseError(name + ": no exception")
+
+
+checks.check_raises = check_raises
+"""
+
 HONEST = [
     "def flatten(x):\n    b, h, t, d = x.shape\n    return x.transpose(1, 2).reshape(b, t, h * d)",
     "import math\nfrom collections import OrderedDict\nimport torch.nn.functional as F\n\ndef f(x):\n"
@@ -83,6 +110,20 @@ HONEST = [
     "state = model.state_dict()\nprint(state['weight'], x.type(torch.float64))",
     "def grow(model, t):\n    model.head = t\n    for m in model.modules():\n        m._flag = [h._x for h in m.hooks]\n"
     "    return lambda c: c._y",
+    # the red team's bypasses closed as classes (values that may be modules): what must still pass
+    "model = Net()\nmodel.head = nn.Identity()\nx = torch.randn(3)\nx.requires_grad = True\nx.grad = None",
+    "for p in model.parameters():\n    p.requires_grad = False\nfirst = next(model.parameters())\nfirst.grad = None",
+    "def close(self):\n    for name in self.names:\n        self.model.get_submodule(name)._forward_hooks.clear()",
+    "def reset(self):\n    self.layers[0].weight = nn.Parameter(torch.zeros(2))\n    self.layers[0].bias.data.zero_()\n"
+    "    [m._forward_hooks.clear() for m in self.model.modules()]",
+    "model.eval()\ncompiled = torch.compile(model)\nmodel.compile()\nself_check = model.layers[0].eval()",
+    "caught = []\nprint(torch, type(x).__name__, caught[0].category.__name__, torch is not None)",
+    "timer = torch.utils.benchmark.Timer('torch.add(x, x)', globals={'torch': torch, 'x': x})",
+    "named = [(n, p) for n, p in model.named_parameters()]\nfor _, p in named:\n    p.grad = None",
+    "dtypes = [torch.float32, torch.bfloat16]\nkinds = (nn.Linear, nn.Conv2d)\nact = F.relu\nout = list(map(act, xs))",
+    "a = torch.randn(4)\ns = a.sigmoid()\nprint(s._version)\nw = getattr(model, 'weight')\nw.data = a",
+    "def pick(half):\n    return torch.bfloat16 if half else torch.float32",
+    "ops = [torch.select, torch.trace, torch.chunk]",  # torch's functions named like stdlib modules
 ]
 
 CHEATS = {
@@ -217,6 +258,50 @@ CHEATS = {
         "defines _repr_mimebundle_",
     "class Out:\n    _repr_mimebundle_ = bundle": "uses _repr_mimebundle_",
     "class Out:\n    def _ipython_display_(self):\n        pass": "defines _ipython_display_",
+    # the outside red team's bypasses (lab01): a module reached through a value the policy could not follow (a
+    # function's result, a subscript, a container, a lambda), then its private parts read or its attributes written
+    FORGE_CHECK_RAISES: "uses the private attribute _sys of a computed value",
+    "def box():\n    return collections\n\n\nmods = box()._sys.modules": "uses the private attribute _sys of a computed value",
+    "import collections\n\n\ndef box():\n    return collections": "holds the module collections as a value",
+    "def get_mod():\n    return torch\n\n\npair = get_mod().testing._comparison.TensorLikePair\n"
+    "pair._compare_values = lenient": "uses the private attribute _comparison of a computed value",
+    "def get_mod():\n    return torch": "holds the module torch as a value",
+    "def get_mod():\n    return torch.testing": "holds the module torch.testing as a value",
+    "[torch][0]._C._set_grad_enabled(True)": "uses the private attribute _C of a computed value",
+    "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
+    "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
+    "x = ([torch.testing],)": "holds the module torch.testing as a value",
+    "d = {'t': torch}\nd['t'].add = print": "changes the attribute add of an expression",
+    "f = lambda: math\nf().pi = 3": "changes the attribute pi of an expression",
+    "f = lambda: math": "holds the module math as a value",
+    "(m := torch)._C": "uses the private attribute _C of a computed value",
+    "(torch if flag else x)._C": "uses the private attribute _C of a computed value",
+    "(x or torch).add = print": "changes the attribute add of an expression",
+    "def box():\n    return x\n\n\nm = box()\nm._sys": "uses the private attribute _sys of a computed value",
+    "def box():\n    return x\n\n\nm = box()\nm.check_raises = f": "changes the attribute check_raises of an expression",
+    "def g():\n    return m._sys\n\n\ndef box():\n    return x\n\n\nm = box()": "private attribute _sys of a computed value",
+    "for m in [lambda: math]:\n    m().pi = 3": "changes the attribute pi of an expression",
+    "getattr(torch, 'testing')._comparison": "uses the private attribute _comparison of a computed value",
+    "t = getattr(torch, 'testing')\nt.assert_close = print": "changes t...assert_close",
+    "def box():\n    return x\n\n\nget = box\nget()._sys": "uses the private attribute _sys of a computed value",
+    "def f():\n    t.assert_close = print\n\n\nt = torch.testing": "changes t...assert_close",  # an alias bound later
+    "def f():\n    return t\n\n\nt = torch.testing": "holds the module t as a value",
+    # ... a module held as a value: it would reach a function's parameter (whose private parts are the function's own)
+    "import collections\n\n\ndef f(m):\n    return m._sys\n\n\nf(collections)": "holds the module collections as a value",
+    "def f(m=math):\n    return m": "holds the module math as a value",
+    "class B:\n    m = math\n\n\nB.m.pi = 3": "holds the module math as a value",
+    "f(getattr(typing, 'collections'))": "holds the module getattr(typing, 'collections') as a value",
+    "[typing.collections][0]": "holds the module typing.collections as a value",
+    "def f():\n    return F.torch": "holds the module F.torch as a value",
+    "t = torch.testing\n%timeit f(t)": "in %timeit: holds the module t as a value",
+    # ... the forbidden names as attributes, whatever holds them (names built from pieces: "built" + "ins")
+    "mods['built' + 'ins'].exec('import os')": "uses .exec",
+    "python = mods['built' + 'ins']\npython.eval('1')": "uses .eval",
+    "shell = mods['IPy' + 'thon'].get_ipython()": "uses .get_ipython",
+    "def box():\n    return x\n\n\nbox().compile('1', 'f', 'exec')": "uses .compile",
+    "m.open('/etc/passwd')": "uses .open",
+    "getattr(m, 'exec')('1')": "getattr reaching the attribute exec",
+    "operator.methodcaller('get_ipython')(m)": "methodcaller reaching the attribute get_ipython",
 }
 #: Class 2: what the test cells read (needs the lab's names).
 LAB_CHEATS = {

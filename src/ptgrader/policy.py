@@ -19,6 +19,17 @@ No object may choose its own display type (``_repr_mimebundle_``, ``display(...,
 no cell can send an output of the grader's own type. The labs' intro states
 the rule in words; ``ALLOWED_IMPORTS`` is its list of modules.
 
+Values the policy cannot follow are refused as a class too, not by their spellings. A module may be used
+only by its attributes, aliased by a name, compared or printed: never held as a value (returned, put in a
+container or a class, given to a function, a lambda's result), so no module reaches a function's parameter,
+whose attributes are the function's own to read and change. A value computed where the policy cannot see
+what it is (a function's result, a subscript, a container, a lambda, a conditional or ``:=``, ``getattr``'s
+result, or a name bound to one of these) may be a module for all it shows: none of its private attributes
+may be read and none of its attributes written (``box()._sys``, ``[torch][0]._C``, ``d["t"].add = f``).
+What a function's own arguments give (``self.model.get_submodule(name)``), a class of the cell's own, a
+builtin and a module's functions (``torch.ones(2)``) are followed. The names refused by name are refused as
+attributes too (``mods["built" + "ins"].exec``), so a name built from pieces of strings reaches nothing.
+
 This is defence in depth, not the wall: the kernel is jailed (:mod:`ptgrader.jail`), so code that
 gets past the policy can reach only its own submission's score.
 """
@@ -27,8 +38,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import importlib.util
 import symtable
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from IPython.core import magic_arguments
 from IPython.core.inputtransformer2 import TransformerManager
@@ -248,6 +263,49 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _chain_base(node: ast.AST) -> ast.AST:
+    """What an attribute chain starts from: ``model`` for ``model.fc.weight``, the call for ``box()._sys``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+#: Top-level modules a chain's last part may name (``F.torch``, ``typing.collections``: a module's own import), but
+#: for the functions of torch that share a name with one (``torch.select``, ``torch.trace``, ``torch.chunk``).
+_MODULE_NAMES = (frozenset(sys.stdlib_module_names) - {"select", "trace", "chunk"}) | ALLOWED_IMPORTS | {
+    "ptlabs", "ptchecks", "IPython", "ipykernel"}
+
+
+@functools.cache
+def _is_module_path(dotted: str) -> bool:
+    """Whether ``torch.testing._comparison`` names a module, read off the installed files (nothing is imported)."""
+    top, *parts = dotted.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    if not parts:
+        return True
+    for location in spec.submodule_search_locations or ():
+        folder = Path(location).joinpath(*parts[:-1])
+        name = parts[-1]
+        if (folder / name / "__init__.py").is_file() or (folder / f"{name}.py").is_file():
+            return True
+        if any(found.suffix in (".so", ".pyd") for found in folder.glob(f"{name}.*")):
+            return True
+    return False
+
+
+def _is_by_name(node: ast.AST) -> bool:
+    """``getattr(x, "name")``: an attribute reached by a constant name."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+    )
+
+
 def _is_chain(node: ast.AST) -> bool:
     """A plain name or attribute chain (``torch.nn``, ``F``): what an alias of a module or class looks like."""
     while isinstance(node, ast.Attribute):
@@ -348,6 +406,19 @@ class _Scopes:
     def leave(self) -> None:
         self.stack.pop()
 
+    def is_parameter(self, name: str) -> bool:
+        """Whether ``name``, where it is used now, is a parameter of a function around it (``self``, ``model``)."""
+        for table in reversed(self.stack):
+            if table.get_type() == "module":
+                return False
+            if name in table.get_identifiers():
+                symbol = table.lookup(name)
+                if symbol.is_parameter():
+                    return True
+                if not symbol.is_free():
+                    return False
+        return False
+
     def from_elsewhere(self, name: str) -> bool:
         """Whether ``name``, where it is used now, is a notebook global that this cell does not bind."""
         table = self.stack[-1]
@@ -370,12 +441,19 @@ class _Reader(ast.NodeVisitor):
     findings: list[Finding] = field(default_factory=list)
     depth: int = 0  # 0 at the cell's top level, where a binding is a notebook global
     called: set[int] = field(default_factory=set)  # ids of the nodes that are the function of a call
+    calls: dict[int, ast.Call] = field(default_factory=dict)  # the same ids -> their calls
     looked_at: set[int] = field(default_factory=set)  # ids of the expressions only compared or printed
     scopes: _Scopes | None = None  # where each name comes from (set before the visit)
+    #: names this cell binds to computed values that may be modules (``m = box()``), found by a first reading
+    computed: set[str] = field(default_factory=set)
+    functions: set[str] = field(default_factory=set)  # functions this cell defines: they may return anything
+    module_paths: dict[str, str] = field(default_factory=dict)  # name -> the module path it was imported from
+    parents: dict[int, ast.AST] = field(default_factory=dict)  # id(node) -> the node around it
 
     def scan_code(self, code: str) -> list[Finding]:
         """The findings of code this cell runs from a string (a magic's, Timer's), knowing the cell's modules."""
-        return scan_cell(code, self.cell, self.setup_modules, lab=self.lab, modules=frozenset(self.module_names))
+        return scan_cell(code, self.cell, {**self.setup_modules, **self.module_paths}, lab=self.lab,
+                         modules=frozenset(self.module_names))
 
     def value_use(self, node: ast.AST, name: str, table: dict[str, str]) -> None:
         """Flag a call-only name (``getattr``, ``Timer``) that appears other than as the function of a call."""
@@ -403,6 +481,7 @@ class _Reader(ast.NodeVisitor):
             if self.depth == 0:  # `import math` binds math to math: harmless (check_binding knows)
                 self.check_binding(node, bound, imported=imported)
             self.module_names.add(bound)
+            self.module_paths[bound] = imported
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         self.check_import(node, "." * node.level + (node.module or ""))
@@ -417,6 +496,8 @@ class _Reader(ast.NodeVisitor):
             if self.depth == 0:
                 self.check_binding(node, bound, imported=f"{node.module}.{alias.name}")
             self.module_names.add(bound)  # a module or one of its classes or functions: never to be changed
+            if not node.level and node.module:
+                self.module_paths[bound] = f"{node.module}.{alias.name}"
 
     # ----------------------------------------------------------------------------- bindings
 
@@ -440,6 +521,8 @@ class _Reader(ast.NodeVisitor):
             self.flag(node, f"uses {node.id}")
         else:
             self.value_use(node, node.id, {**_CALL_ONLY, **_CALL_ONLY_NAMES})
+        if isinstance(node.ctx, ast.Load):
+            self._held_module(node)
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self.depth == 0:
             self.check_binding(node, node.id)
 
@@ -495,8 +578,23 @@ class _Reader(ast.NodeVisitor):
             names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
             for name, item in zip(names, values if len(values) == len(names) else values * len(names), strict=False):
                 is_type = isinstance(item, ast.Call) and isinstance(item.func, ast.Name) and item.func.id == "type"
-                if isinstance(name, ast.Name) and (is_type or (_is_chain(item) and _root_name(item) in self.module_names)):
+                if not isinstance(name, ast.Name):
+                    continue
+                if is_type or (_is_chain(item) and _root_name(item) in self.module_names) or self._module_path(item):
                     self.module_names.add(name.id)
+                    path = self._module_path(item)
+                    if path:
+                        self.module_paths[name.id] = path
+                elif self._computed(item, elsewhere=False):  # `m = box()`: a module, for all the policy can tell
+                    self.computed.add(name.id)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor | ast.comprehension) -> None:
+        """``for m in box():``, ``[m for m in (torch,)]``: each item of a computed value is one too."""
+        if self._computed(node.iter, elsewhere=False):
+            self.computed |= {name.id for name in ast.walk(node.target) if isinstance(name, ast.Name)}
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_comprehension = visit_For
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name and self.depth == 0:
@@ -535,6 +633,9 @@ class _Reader(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
         root = _root_name(node)
+        computed = self._computed(node.value)
+        if isinstance(node.ctx, ast.Load):
+            self._held_module(node)
         if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self.flag(node, f"uses the attribute {attr}")
         elif attr == "__init__" and not _is_super_call(node.value):
@@ -545,24 +646,140 @@ class _Reader(ast.NodeVisitor):
             self.flag(node, "uses .graph of an object (a torch.fx graph, which becomes code)")
         elif attr in FORBIDDEN_ATTRIBUTES:
             self.flag(node, f"uses .{attr}")
+        elif attr in FORBIDDEN_NAMES and not self._honest_method(node, computed):
+            self.flag(node, f"uses .{attr} (refused as a name, so as an attribute too)")
         elif attr.startswith("_") and (root in self.module_names or self._from_elsewhere(root)):
             self.flag(node, f"uses the private attribute {root}...{attr}")
+        elif attr.startswith("_") and computed and attr not in ALLOWED_DUNDERS:
+            self.flag(node, f"uses the private attribute {attr} of a computed value (a module, for all the policy can tell)")
         else:
             self.value_use(node, attr, _CALL_ONLY)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if root in self.module_names or root in PROTECTED_NAMES:
                 self.flag(node, f"changes {root}...{attr}, which belongs to a module or to Python")
-            elif root is None:  # `[type(x)][0].add = f`: a class reached through an expression
-                self.flag(node, f"changes the attribute {attr} of an expression (only of a name: `model.{attr} = ...`)")
+            elif root is None or computed:  # `[type(x)][0].add = f`, `box().add = f`: a module or class, for all it shows
+                self.flag(node, f"changes the attribute {attr} of an expression or of a name bound to one (a module, "
+                                f"for all the policy can tell; only of a name: `model.{attr} = ...`)")
             elif self._from_elsewhere(root):
                 self.flag(node, f"changes {root}...{attr}, and {root} comes from another cell (a module, for all it shows)")
         self.generic_visit(node)
+
+    def _honest_method(self, node: ast.Attribute, computed: bool) -> bool:
+        """``model.eval()`` and ``torch.compile(f)``/``model.compile()``: the methods of the same names as the builtins,
+        told apart by their arguments (``eval`` takes none) or by what they are read from (a name, not a computed value)."""
+        call = self.calls.get(id(node))
+        if node.attr == "eval":
+            return call is not None and not call.args and not call.keywords
+        return node.attr == "compile" and not computed
+
+    # ------------------------------------------------------------------------ values that may be modules
+
+    def _computed(self, node: ast.AST, *, elsewhere: bool = True) -> bool:
+        """Whether ``node``'s value is computed where the policy cannot follow it, so that it may be a module or one of
+        its classes (``box()`` when box returns collections, ``[torch][0]``, ``d["t"]``, ``(lambda: math)()``,
+        ``getattr(torch, "testing")``, ``m`` after ``m = box()``): none of its private parts may be read, and none of its
+        attributes written. What a function's own arguments give (``self.model.get_submodule(name)``), a class this
+        cell defines (``Net()``), a builtin (``next(...)``), a module's own function (``torch.ones(2)``) or a name bound
+        to one of these (``a = torch.randn(3)``, then ``a.sigmoid()``) is not."""
+        base = _chain_base(node)
+        if isinstance(base, ast.Name):  # `m` after `m = box()`, `get = box`: a function of the cell's may return anything
+            return (base.id in self.computed or base.id in self.functions) and not self._is_parameter(base.id)
+        if isinstance(base, (ast.Constant, ast.JoinedStr, ast.BinOp, ast.UnaryOp, ast.Compare)) or _is_super_call(base):
+            return False
+        if not isinstance(base, (ast.Call, ast.Subscript)):
+            # a container, a lambda, a conditional, a walrus, a boolean operation, a comprehension: read there, it may
+            # hold anything; bound to a name, what it holds decides (a module in it is refused where it is put)
+            return elsewhere or isinstance(base, ast.Lambda) or any(
+                isinstance(inner, ast.Lambda) or self._names_module(inner) or (isinstance(inner, ast.Name) and (
+                    inner.id in self.functions or self._computed(inner, elsewhere=False)))
+                or (isinstance(inner, ast.Call) and _last_name(inner.func) in _BY_NAME)
+                for inner in ast.walk(base) if inner is not base
+            )
+        if _is_by_name(base):  # `getattr(model, "weight")`: what it is read from decides
+            obj, root = base.args[0], _root_name(base.args[0])
+            return self._computed(obj, elsewhere=elsewhere) or root in self.module_names or (
+                elsewhere and self._from_elsewhere(root) and not self._is_parameter(root or ""))
+        origin: ast.AST = base
+        while isinstance(origin, (ast.Attribute, ast.Subscript, ast.Call)):
+            origin = origin.func if isinstance(origin, ast.Call) else origin.value
+        if not isinstance(origin, ast.Name):
+            return self._computed(origin, elsewhere=elsewhere)
+        name = origin.id
+        if name in _BY_NAME or name in self.computed or name in self.functions:
+            return True  # `getattr(torch, "testing")`, `d["t"]`, `box()`: whatever they were given or return
+        # another cell's, as for `t.assert_close = f` (not for a name bound to it: `model = build(); model.head = h`)
+        return elsewhere and self._from_elsewhere(name) and not self._is_parameter(name)
+
+    def _is_parameter(self, name: str) -> bool:
+        return self.scopes is not None and self.scopes.is_parameter(name)
+
+    def _module_path(self, node: ast.AST) -> str:
+        """``torch.testing`` for ``t.testing`` after ``import torch as t`` ("" when the chain does not start at a module)."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if _is_by_name(node):  # `getattr(typing, "collections")`: the attribute named, of the module given
+            inner = self._module_path(node.args[0])
+            return f"{inner}.{node.args[1].value}" if inner else ""
+        if not isinstance(node, ast.Name) or self._is_parameter(node.id):
+            return ""
+        # `collections` from another cell is the module of that name, for all the policy can tell
+        path = self.module_paths.get(node.id) or (node.id if node.id in ALLOWED_IMPORTS and self._from_elsewhere(node.id) else "")
+        return ".".join([path, *reversed(parts)]) if path else ""
+
+    def _names_module(self, node: ast.AST) -> bool:
+        """``torch``, ``F``, ``torch.testing``, ``typing.collections``, ``getattr(typing, "collections")``: a module."""
+        if not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+            return False
+        path = self._module_path(node)
+        return bool(path) and (_is_module_path(path) or path.rsplit(".", 1)[-1] in _MODULE_NAMES)
+
+    def _held_module(self, node: ast.Name | ast.Attribute | ast.Call) -> None:
+        """A module held as a value (returned, put in a container, given to a function, a lambda's result, a default)
+        escapes every rule above: ``def box(): return collections``, then ``box()._sys``. Only its attributes may be
+        used, and it may be aliased by a name (``t = torch.testing``), compared or printed."""
+        if not self._names_module(node):
+            return
+        child: ast.AST = node
+        parent = self.parents.get(id(node))
+        while isinstance(parent, ast.NamedExpr):  # `(m := torch)` is torch wherever it stands
+            child, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.Attribute) and parent.value is child:
+            return
+        if isinstance(parent, ast.Call):
+            function = parent.func.id if isinstance(parent.func, ast.Name) else ""
+            if parent.func is child or function in _LOOKS_AT:
+                return
+            if function in ("getattr", "hasattr") and parent.args[:1] == [child]:
+                return
+        if isinstance(parent, (ast.Compare, ast.FormattedValue, ast.Expr)):
+            return
+        in_class = self.scopes is not None and self.scopes.stack[-1].get_type() == "class"  # `class B: m = math`
+        if isinstance(parent, ast.Assign) and all(isinstance(t, ast.Name) for t in parent.targets) and not in_class:
+            return
+        if isinstance(parent, ast.AnnAssign) and isinstance(parent.target, ast.Name) and not in_class:
+            return
+        if isinstance(parent, ast.Dict) and self._timer_globals(parent):
+            return
+        name = ast.unparse(node)
+        self.flag(node, f"holds the module {name} as a value (a module may only be used by its attributes or aliased by a name)")
+
+    def _timer_globals(self, namespace: ast.Dict) -> bool:
+        """``Timer(..., globals={"torch": torch})``: the names the timed code reads, each under its own name."""
+        keyword = self.parents.get(id(namespace))
+        call = self.parents.get(id(keyword))
+        return (
+            isinstance(keyword, ast.keyword) and keyword.arg == "globals" and isinstance(call, ast.Call)
+            and _last_name(call.func) == "Timer" and _names_themselves(namespace)
+        )
 
     def _from_elsewhere(self, name: str | None) -> bool:
         return name is not None and self.scopes is not None and self.scopes.from_elsewhere(name)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.called.add(id(node.func))
+        self.calls[id(node.func)] = node
         if _allowed_magic(node):
             # %time / %%timeit run their argument as code: read that code instead of the shell call.
             for what, code in _magic_code(node):
@@ -575,6 +792,8 @@ class _Reader(ast.NodeVisitor):
                 ]
             return
         name = _last_name(node.func)
+        if _is_by_name(node):
+            self._held_module(node)
         if name in _BY_NAME:
             self._by_name(node, name)
         elif name == "type" and isinstance(node.func, ast.Name):
@@ -775,12 +994,23 @@ def scan_cell(
     tree = _parse(source)
     if tree is None:
         return []
-    reader = _Reader(cell, set(setup_modules) | modules, setup_modules, lab or LabNames())
-    reader.banned = {name for name, module in setup_modules.items() if not _allowed_to_use(module)}
-    reader.looked_at = _looked_at(tree)
-    reader.scopes = _Scopes.of(_transformer.transform_cell(source))
-    reader.visit(tree)
-    return reader.findings
+    code = _transformer.transform_cell(source)
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    known: tuple[set[str], set[str], dict[str, str]] = (set(), set(setup_modules) | modules, dict(setup_modules))
+    while True:  # read again until every alias and computed name is known where it is used (a function may use
+        # one that the cell binds further down); each reading only adds names, so this ends
+        reader = _Reader(cell, set(known[1]), setup_modules, lab or LabNames())
+        reader.banned = {name for name, module in setup_modules.items() if not _allowed_to_use(module)}
+        reader.looked_at = _looked_at(tree)
+        reader.scopes = _Scopes.of(code)
+        reader.computed, reader.module_paths = set(known[0]), dict(known[2])
+        reader.parents, reader.functions = parents, functions
+        reader.visit(tree)
+        found = (reader.computed, reader.module_names, reader.module_paths)
+        if found == known:
+            return reader.findings
+        known = found
 
 
 def _allowed_to_use(module: str) -> bool:
