@@ -368,15 +368,17 @@ def test_a_leak_names_the_page_the_lab_and_the_part(tmp_path: Path) -> None:
     assert leaks == [f"notebooks/08_x.html:\n    {line!r}, from lab02_modules, Part 4 · A feature extractor (solution)"]
 
 
+def _chapter_paths() -> dict[int, str]:
+    """Chapter number -> its page's path in the site, for every chapter notebook in _toc.yml."""
+    paths = {int(match[1]): f"{file}.html" for file in _toc_files(TOC)
+             if (match := re.fullmatch(r"notebooks/(\d\d)_\w+", file))}
+    assert paths, "_toc.yml lists no chapter notebook"
+    return paths
+
+
 def _chapter_pages(site: Path) -> dict[int, str]:
     """Chapter number -> the HTML of its page, for every chapter notebook in _toc.yml."""
-    pages = {}
-    for file in _toc_files(TOC):
-        match = re.fullmatch(r"notebooks/(\d\d)_\w+", file)
-        if match:
-            pages[int(match[1])] = (site / f"{file}.html").read_text(encoding="utf-8")
-    assert pages, "_toc.yml lists no chapter notebook"
-    return pages
+    return {chapter: (site / path).read_text(encoding="utf-8") for chapter, path in _chapter_paths().items()}
 
 
 def test_exercises_are_numbered_within_their_chapter(site: Path) -> None:
@@ -444,6 +446,31 @@ def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, li
     assert not wide, (
         f"pages wider than a {PHONE_WIDTH} px phone screen (screenshots in {shots}):\n  " + "\n  ".join(wide)
     )
+
+
+#: Laptop and desktop widths at which no code cell or output may be cut at its right edge (_static/book.css).
+WIDE_SCREENS = (1280, 1440)
+#: Code cells and outputs of a chapter page, as the theme and myst-nb render them.
+CODE_BLOCKS = "div.cell div.highlight pre, div.cell_output pre, div.output pre"
+
+
+@pytest.mark.parametrize("width", WIDE_SCREENS)
+def test_no_code_or_output_is_cut_at_laptop_widths(width: int, visit: Opener) -> None:
+    """Every line the lint lets through (88 columns) shows whole: a block's content is no wider than the block."""
+    cut, blocks = [], 0
+    for chapter, path in _chapter_paths().items():
+        v = visit(path, width)
+        assert v.response is not None and v.response.status == 200, f"{path}: not served"
+        blocks += v.page.locator(CODE_BLOCKS).count()
+        widest = v.page.eval_on_selector_all(
+            CODE_BLOCKS,
+            "blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1)"
+            ".map(b => b.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''))",
+        )
+        cut += [f"chapter {chapter:02d}: {line.strip()[:70]!r} ({len(line)} columns)" for line in widest]
+        v.close()
+    assert blocks > 500, f"only {blocks} code blocks found: has the theme's markup changed?"
+    assert not cut, f"{len(cut)} of {blocks} code blocks cut at {width} px:\n  " + "\n  ".join(cut[:10])
 
 
 def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, list[str]]]) -> None:
