@@ -448,6 +448,15 @@ def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, li
     )
 
 
+def test_colab_form_titles_stay_in_the_notebooks_and_off_the_pages(site: Path) -> None:
+    """The solutions' ``# @title`` line folds them in Colab; on the site it means nothing (book/_ext/colab_forms.py)."""
+    in_notebooks = sum((ROOT / "notebooks" / f"{Path(path).stem}.ipynb").read_text(encoding="utf-8").count("# @title")
+                       for path in _chapter_paths().values())
+    assert in_notebooks, "no chapter has a Colab form title: is this test still needed?"
+    shown = {chapter: page.count("@title") for chapter, page in _chapter_pages(site).items() if "@title" in page}
+    assert not shown, f"chapter pages that show Colab's '# @title' line: {shown}"
+
+
 #: Laptop and desktop widths at which no code cell or output may be cut at its right edge (_static/book.css).
 WIDE_SCREENS = (1280, 1440)
 #: Code cells and outputs of a chapter page, as the theme and myst-nb render them.
