@@ -4,7 +4,7 @@
 ``claims_table.py``): the statement and its source, the verdict (True / False / Depends with its
 condition, or Not tested here), how it was settled (a cell on this CPU, a citation, a GPU cell that did
 not run here, or another chapter), and links to the chapter sections that show it. The overview counts
-rows by verdict and by how they were settled. Nothing on the page is typed by hand; a key given two
+each chapter's rows, and the book's distinct claims (keys), by verdict and by how they were settled. Nothing on the page is typed by hand; a key given two
 verdicts in two chapters is a build warning.
 
 A link to a section is resolved against the chapter's built page (the ids docutils gave its
@@ -73,6 +73,16 @@ def _settled_counts(claims: list[Claim]) -> str:
     return " | ".join(str(kinds[k]) for k in SETTLED_COLUMNS)
 
 
+def distinct(claims: list[Claim]) -> list[Claim]:
+    """One row per key, the one that settles it where another chapter's row points to it: a claim in two
+    chapters is one claim, counted once in the book's total."""
+    kept: dict[str, Claim] = {}
+    for claim in claims:
+        if claim.key not in kept or kept[claim.key].settled_in_chapter:
+            kept[claim.key] = claim
+    return list(kept.values())
+
+
 def _header(columns: list[str]) -> list[str]:
     return ["| chapter | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
 
@@ -122,8 +132,10 @@ class TestedClaims(SphinxDirective):
             logger.warning(f"claims tables disagree: {problem}", location=(self.env.docname, self.lineno))
         overview = [
             "## Overview", "", "Verdicts, chapter by chapter:", "",
-            *verdict_table, f"| **all** | {_verdict_counts(everything)} |", "",
-            SETTLED_NOTE, "", *settled_table, f"| **all** | {_settled_counts(everything)} |", "",
+            *verdict_table, f"| **all** | {_verdict_counts(distinct(everything))} |", "",
+            SETTLED_NOTE, "", *settled_table, f"| **all** | {_settled_counts(distinct(everything))} |", "",
+            f"A chapter counts the rows of its own table; **all** counts each claim once ({len(everything)} rows hold"
+            f" {len(distinct(everything))} claims: a claim shown in two chapters has a row in each).", "",
         ]
         container = nodes.container(classes=["ptlabs-claims"])
         # Headings only: a paragraph given before them would be placed after the last section.
