@@ -51,13 +51,22 @@ def _settled_kind(claim: Claim) -> str:
     return "elsewhere" if claim.settled_in_chapter else claim.settled_by
 
 
-def _row(docname: str, claim: Claim, docnames: dict[str, str]) -> str:
-    """A row of the page; a claim settled in another chapter links to that chapter's page."""
-    settled_in = SECTION_REF.sub(lambda m: f"{{claim-section}}`{docname} {m.group(1)}`", claim.shown_in)
-    settled_by = claim.settled_by
+def _sections(docname: str, shown_in: str) -> str:
+    """The "shown in" cell with each §N made a link to section N of ``docname``."""
+    return SECTION_REF.sub(lambda m: f"{{claim-section}}`{docname} {m.group(1)}`", shown_in)
+
+
+def _row(docname: str, claim: Claim, docnames: dict[str, str], settling: dict[str, Claim]) -> str:
+    """A row of the page. A claim settled in another chapter links to the sections of that chapter's row that
+    settle it, then to this chapter's own sections that mention it."""
+    settled_by, settled_in = claim.settled_by, _sections(docname, claim.shown_in)
     target = claim.settled_in_chapter
     if target in docnames:
         settled_by = f"{{doc}}`chapter {target} </{docnames[target]}>`"
+        there = settling.get(claim.key)
+        if there is not None and there.sections:
+            sections = ", ".join(f"§{number}" for number in there.sections)
+            settled_in = f"{_sections(docnames[target], sections)} of chapter {target}; here: {settled_in}"
     return f"| {claim.claim} | **{claim.verdict}.** {claim.explanation} | {settled_by} | {settled_in} |"
 
 
@@ -108,13 +117,18 @@ class TestedClaims(SphinxDirective):
         by_chapter: dict[str, list[Claim]] = {}
         published = [p for p in sorted((root / CHAPTERS).glob("*.ipynb")) if f"{CHAPTERS}/{p.stem}" in self.env.found_docs]
         docnames = {path.stem[:2]: f"{CHAPTERS}/{path.stem}" for path in published}
+        read = {}
         for path in published:  # a notebook not in the table of contents is not published
-            docname = docnames[path.stem[:2]]
             self.env.note_dependency(str(path))
             nb = nbformat.read(path, as_version=4)
             claims, problems = read_claims(nb)
             for problem in problems:
                 logger.warning(f"{path.name}: claims table: {problem}", location=(self.env.docname, self.lineno))
+            read[path] = (nb, claims)
+        # key -> the row that settles it (not one that points to another chapter)
+        settling = {claim.key: claim for _, claims in read.values() for claim in claims if not claim.settled_in_chapter}
+        for path, (nb, claims) in read.items():
+            docname = docnames[path.stem[:2]]
             if not claims:
                 continue
             everything += claims
@@ -126,7 +140,7 @@ class TestedClaims(SphinxDirective):
                 f"## {chapter_title(nb)}", "",
                 f"{len(claims)} claims. Chapter: {{doc}}`/{docname}`.", "",
                 "| claim (source) | verdict | settled by | settled in |", "|---|---|---|---|",
-                *(_row(docname, claim, docnames) for claim in claims), "",
+                *(_row(docname, claim, docnames, settling) for claim in claims), "",
             ]
         for problem in inconsistent_keys(by_chapter):
             logger.warning(f"claims tables disagree: {problem}", location=(self.env.docname, self.lineno))
