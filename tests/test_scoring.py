@@ -9,6 +9,7 @@ forged execute_result, an honest answer that warns) are graded in the labs: test
 from __future__ import annotations
 
 import nbformat
+import pytest
 from nbgrader.utils import determine_grade
 
 from ptgrader import score
@@ -163,3 +164,35 @@ def test_comm_messages_keep_nothing_in_the_grader() -> None:
                            "data": {"state": {"_model_name": "OutputModel", "blob": "x" * 1_000}}}}
     grader.handle_comm_msg([], message, 0)
     assert grader.widget_state == {} and grader.comm_objects == {}
+
+
+def _guarded_receiver() -> tuple[object, list]:
+    from ptgrader.execute import GuardedExecute
+
+    grader = GuardedExecute()
+    grader.reset_execution_trackers()
+    grader.clear_before_next_output = False
+    grader.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell()])
+    grader.start_receiving(GradingReport("s", "lab", "nb"), {})
+    return grader, grader.nb.cells[0].outputs
+
+
+def _message(msg_type: str, display_id: str = "") -> dict:
+    content = {"data": {"text/plain": "x"}, "metadata": {}, "transient": {"display_id": display_id} if display_id else {}}
+    return {"msg_type": msg_type, "header": {"msg_type": msg_type}, "parent_header": {}, "content": content}
+
+
+def test_display_ids_are_remembered_only_short_and_while_an_output_holds_them() -> None:
+    grader, outs = _guarded_receiver()
+    for index in range(20):  # a red team's 4,500 ids of 1 MiB held 5.7 GiB in nbclient's map
+        display_id = "A" * 100_000 + str(index)
+        grader.output(outs, _message("display_data", display_id), display_id, 0)
+    assert len(outs) == 20 and grader._display_id_map == {}
+    grader.output(outs, _message("display_data", "short-id"), "short-id", 0)
+    assert grader._display_id_map == {"short-id": {0: [20]}}
+
+
+def test_messages_of_unknown_types_are_dropped_unlogged(caplog: pytest.LogCaptureFixture) -> None:
+    grader, outs = _guarded_receiver()
+    assert grader.output(outs, _message("B" * 10_000), None, 0) is None
+    assert outs == [] and "BBBB" not in caplog.text

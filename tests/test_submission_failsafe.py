@@ -89,6 +89,19 @@ def test_odd_names_are_refused_and_reported_escaped(tmp_path: Path) -> None:
     assert "the student folder" in intake.problems(student)[0]
 
 
+def test_a_file_or_a_submission_too_large_to_read_is_refused(tmp_path: Path) -> None:
+    """nbgrader reads a notebook whole, at about 48 times its size in memory: sizes are checked first (sparse files)."""
+    folder = _submission(tmp_path)
+    with open(folder / "lab.ipynb", "wb") as notebook:
+        notebook.truncate(intake.MAX_FILE_BYTES + 1)
+    assert intake.problems(folder) == ["lab.ipynb: 10,485,761 bytes, more than the 10 MiB a file may have"]
+    (folder / "lab.ipynb").unlink()
+    for index in range(3):
+        with open(folder / f"data{index}.bin", "wb") as part:
+            part.truncate(intake.MAX_FILE_BYTES - 1)
+    assert intake.problems(folder) == ["more than 20 MiB of files"]
+
+
 @pytest.mark.parametrize("stamp", ["yesterday-ish", "9" * 300])
 def test_a_timestamp_nbgrader_cannot_read_is_refused(tmp_path: Path, stamp: str) -> None:
     folder = _submission(tmp_path)

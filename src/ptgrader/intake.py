@@ -7,7 +7,7 @@ one linked to ``/dev/stdin`` (or a FIFO) blocked the whole run on a read that ne
 holding terminal escape codes cleared the instructor's terminal and printed a fake log line.
 
 :func:`problems` says why a folder cannot be graded: anything but regular files and plain folders,
-a name outside :data:`SAFE_NAME`, too many entries, a ``timestamp.txt`` nbgrader cannot read. It only
+a name outside :data:`SAFE_NAME`, too many entries or bytes, a ``timestamp.txt`` nbgrader cannot read. It only
 looks (``lstat``, never ``open``, except a regular ``timestamp.txt`` of at most a few bytes), and every
 name it reports is :func:`escaped`, as is every line nbgrader logs (:class:`EscapingLogFormatter`).
 :mod:`ptgrader.failsafe` refuses such a submission before nbgrader sees it: no marks, and a report
@@ -30,6 +30,11 @@ from tornado.log import LogFormatter
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 #: More entries than this in one submission is not a lab handed in (and would make the walk slow).
 MAX_ENTRIES = 1000
+#: The largest file, and all files together, a submission may hold. nbgrader reads a notebook whole before
+#: any step of the grader runs, at about 48 times its size in memory (a red team's 145 MiB notebook took
+#: the grader to 7 GiB and 179 s of CPU); a lab notebook with its outputs is well under 2 MiB.
+MAX_FILE_BYTES = 10 << 20
+MAX_SUBMISSION_BYTES = 20 << 20
 #: nbgrader's ``timestamp.txt`` holds one date; a larger file is not one.
 MAX_TIMESTAMP_BYTES = 256
 TIMESTAMP = "timestamp.txt"
@@ -120,7 +125,7 @@ def problems(submission: Path) -> list[str]:
     ]
     if found:
         return found
-    count = 0
+    count = total = 0
     for directory, folders, files in os.walk(submission):  # os.walk follows no links to folders
         for name in sorted(folders) + sorted(files):
             count += 1
@@ -128,6 +133,13 @@ def problems(submission: Path) -> list[str]:
             relative = str(path.relative_to(submission))
             if problem := _entry_problem(path, relative, folder=False):
                 found.append(problem)
+            elif name in files:
+                size = os.lstat(path).st_size
+                total += size
+                if size > MAX_FILE_BYTES:
+                    found.append(f"{relative}: {size:,} bytes, more than the {MAX_FILE_BYTES >> 20} MiB a file may have")
+        if total > MAX_SUBMISSION_BYTES:
+            return [f"more than {MAX_SUBMISSION_BYTES >> 20} MiB of files"]
         if count > MAX_ENTRIES:
             return [f"more than {MAX_ENTRIES} files and folders"]
         folders[:] = [name for name in folders if is_safe_name(name) and not (Path(directory) / name).is_symlink()]

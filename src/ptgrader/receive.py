@@ -10,7 +10,8 @@ bounded before it is kept:
   one message a 150 MiB notebook);
 - rich outputs keep only text and raster images (:mod:`ptgrader.outputs`), display updates included;
 - an output too deep or malformed to measure is dropped, never passed on; comm (widget) messages
-  are dropped whole;
+  and messages of unknown types are dropped whole; a display id is remembered only while an output
+  holds it, up to 256 characters, and charged to the budget;
 - outputs of the grader's own type (:data:`ptgrader.channel.MIME`) leave the stream and are decoded
   without running anything; a name sent twice in one run of a cell is kept as a mistake, which
   fails the comparison, so code that runs late in a cell cannot overwrite a test's output.
@@ -30,6 +31,10 @@ from .outputs import make_safe
 
 TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
 OVER_BUDGET = "\n... output dropped by the grader (this submission sent more than {limit} bytes) ...\n"
+#: The messages nbclient turns into outputs; any other type is dropped unread (and unlogged).
+OUTPUT_TYPES = frozenset({"execute_result", "display_data", "stream", "error"})
+#: The longest display id remembered (IPython's own are 32 hex digits).
+MAX_DISPLAY_ID = 256
 #: The decoded outputs of one cell: name -> output, or None for a mistake (a name sent twice, a malformed one).
 Received = dict[str, channel.Output | None]
 
@@ -60,14 +65,19 @@ class OutputReceiver:
         self._cell_bytes: dict[int, int] = {}
         self._submission_bytes = 0
         self._stream_tail: dict[int, str] = {}
+        self._display_ids: set[str] = set()
 
     # ------------------------------------------------------------------------------- nbclient hooks
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
         """Keep at most the cell's and the submission's share of output, cutting while it arrives; no active formats."""
+        if msg.get("msg_type") not in OUTPUT_TYPES:
+            return None  # nbclient would log the unknown type, a string the kernel chose (up to 32 MiB)
         out = super().output(outs, msg, display_id, cell_index)  # type: ignore[misc]
         if out is None or not outs or outs[-1] is not out:
             return out
+        if display_id and not self._display_id_kept(display_id):
+            self._forget_display(display_id, cell_index, len(outs) - 1)
         if out.output_type == "display_data" and channel.MIME in out.get("data", {}):
             self._drop_last(outs, display_id, cell_index)  # sent to the grader: never in the graded notebook
             self._receive(out.data[channel.MIME], cell_index)
@@ -129,9 +139,31 @@ class OutputReceiver:
         position = len(outs) - 1
         outs.pop()
         if display_id:
-            positions = getattr(self, "_display_id_map", {}).get(display_id, {}).get(cell_index, [])
-            if position in positions:
-                positions.remove(position)
+            self._forget_display(display_id, cell_index, position)
+
+    def _display_id_kept(self, display_id: str) -> bool:
+        """Whether a display id may be remembered: short, and charged to the budget the first time it is seen."""
+        if display_id in self._display_ids:
+            return True
+        if len(display_id) > MAX_DISPLAY_ID or not self._charge(len(display_id)):
+            return False
+        self._display_ids.add(display_id)
+        return True
+
+    def _forget_display(self, display_id: str, cell_index: int, position: int) -> None:
+        """Remove one position from nbclient's display id map, and the id itself when nothing is left of it.
+
+        nbclient keeps every display id it was sent as a key: 4,500 ids of 1 MiB held 5.7 GiB in the grader.
+        """
+        id_map = getattr(self, "_display_id_map", {})
+        cells = id_map.get(display_id, {})
+        positions = cells.get(cell_index, [])
+        if position in positions:
+            positions.remove(position)
+        if not positions:
+            cells.pop(cell_index, None)
+        if not cells:
+            id_map.pop(display_id, None)
 
     def _bounded(self, outs: list, out: NotebookNode, display_id: str | None, cell_index: int) -> NotebookNode | None:
         size = measured_size(out)
