@@ -25,14 +25,14 @@ def test_the_rule_is_read_from_the_test_cells_own_lines() -> None:
         ({3: "def segment_sum(v, ids, n):\n    return torch.stack([r for r in v])"}, "a comprehension"),
         ({3: "def segment_sum(v, ids, n):\n    while n:\n        n -= 1\n    return v"}, "a while loop"),
         ({3: "import functools\ndef segment_sum(v, ids, n):\n    return functools.reduce(torch.add, v.unbind(0))"},
-         "reduce(...)"),
+         "reduce (it calls a function per item)"),
         ({3: "def segment_sum(v, ids, n):\n    return segment_sum(v[1:], ids, n) if len(v) else v"},
-         "a call of segment_sum by itself"),
+         "recursion: segment_sum calls itself"),
         # The loop moved into a helper of another cell, or into a lambda bound to a name.
         ({2: "def rows(v):\n    return sum(r for r in v)", 3: "def segment_sum(v, ids, n):\n    return rows(v)"},
          "a generator expression in rows"),
         ({2: "add_all = lambda v: list(map(float, v))", 3: "def segment_sum(v, ids, n):\n    return add_all(v)"},
-         "map(...) in add_all"),
+         "map (it calls a function per item) in add_all"),
         # A second definition of the function, later in the notebook, is the one that runs.
         ({3: VECTORISED, 9: "def segment_sum(v, ids, n):\n    return [r for r in v]"}, "a comprehension"),
     ],
@@ -40,6 +40,35 @@ def test_the_rule_is_read_from_the_test_cells_own_lines() -> None:
 def test_python_iteration_anywhere_the_function_reaches_breaks_the_rule(cells: dict[int, str], found: str) -> None:
     loops = python_loops(cells, "segment_sum")
     assert loops and found in loops[0], loops
+
+
+LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    return torch.tensor(out)\n"
+
+
+@pytest.mark.parametrize(
+    ("cells", "found"),
+    [  # a second red-team round's hiding places, each of which scored full marks against the first reading
+        ({3: "if True:\n    def segment_sum(v, ids, n):\n    " + LOOP.replace("\n    ", "\n        ")}, "a for loop"),
+        ({3: "try:\n    def segment_sum(v, ids, n):\n    " + LOOP.replace("\n    ", "\n        ") + "finally:\n    pass"},
+         "a for loop"),
+        ({3: "%%time\ndef segment_sum(v, ids, n):\n" + LOOP}, "a for loop"),
+        ({3: "def _impl(v, ids, n):\n" + LOOP + "\n%time segment_sum = _impl"}, "a for loop in _impl"),
+        ({3: "from functools import reduce as fold\ndef segment_sum(v, ids, n):\n    return fold(f, v.tolist(), [])"},
+         "reduce (it calls a function per item)"),
+        ({3: "import functools\nfold = functools.reduce\ndef segment_sum(v, ids, n):\n    return fold(f, v, [])"},
+         "reduce (it calls a function per item) in fold"),
+        ({3: "def a(v, i):\n    return v if i == 0 else b(v, i - 1)\ndef b(v, i):\n    return a(v, i)\n"
+             "def segment_sum(v, ids, n):\n    return a(v, 3)"}, "recursion: a calls itself"),
+        ({3: "class S:\n    def rows(self, v, i):\n        return v if i == 0 else self.rows(v, i - 1)\n"
+             "def segment_sum(v, ids, n):\n    return S().rows(v, 3)"}, "recursion: rows calls itself"),
+        ({3: "def segment_sum(v, ids, n):\n    sorted(range(len(v)), key=add)\n    return v"}, "a key= function"),
+    ],
+)
+def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(
+    cells: dict[int, str], found: str
+) -> None:
+    loops = python_loops(cells, "segment_sum")
+    assert any(found in loop for loop in loops), loops
 
 
 def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
@@ -50,4 +79,6 @@ def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
         5: "def other(x):\n    return [y for y in x]",
     }
     assert python_loops(cells, "segment_sum") == []
-    assert python_loops({1: "def segment_sum(:\n"}, "segment_sum") == []  # does not parse: fails when it runs
+    assert python_loops({1: "def segment_sum(:\n"}, "segment_sum") == [  # nothing to read: the rule cannot hold
+        "no definition of segment_sum that the grader can read"
+    ]

@@ -3,11 +3,19 @@
 A part that says "no Python loop" was checked only inside the kernel, by counting torch calls for a
 small and a large input: code that got past the code policy could forge that count, and a loop over
 ``values.tolist()`` makes no torch call at all. The grader reads the rule from the lab's own test
-cell (a trusted line of the source, :data:`RULE`), then reads the student's cells: the function the
-rule names, and every function, class or name of the student's that it uses, however deep. Any
-Python iteration there breaks the rule: ``for``/``while`` statements, comprehensions and generator
-expressions, ``map``/``filter``/``reduce`` and ``itertools``, and a function that calls itself.
-The in-kernel count stays, for iteration this reading cannot see (``sum(x.unbind(0))``).
+cell (a trusted line of the source, :data:`RULE`), then reads the student's cells (the bodies of
+magics such as ``%%time`` included): the function the rule names, and every function, class,
+method, import or name of the student's that it uses, however deep and wherever defined (in a
+class, under an ``if``). Any Python iteration there breaks the rule:
+
+- ``for`` and ``while`` loops, comprehensions and generator expressions;
+- ``map``, ``filter``, ``reduce`` and ``itertools``' iterators, under any name (``from functools
+  import reduce as fold``, ``fold = functools.reduce``), and a ``key=`` function (``sorted``, ``min``,
+  ``max``, ``list.sort``), which runs once per item;
+- recursion: a function that reaches itself through any chain of the student's functions or methods.
+
+A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
+stays, for iteration no reading can see (``sum(x.unbind(0))``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,14 @@ _LOOPS = {
     ast.For: "a for loop", ast.AsyncFor: "a for loop", ast.While: "a while loop", ast.ListComp: "a comprehension",
     ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator expression",
 }
-_ITERATING_CALLS = {"map", "filter", "reduce", "accumulate", "starmap", "product", "chain", "repeat", "cycle"}
+#: Functions that call another function once per item, whatever they are named where they are used.
+ITERATING = frozenset({
+    "map", "filter", "reduce", "accumulate", "starmap", "product", "chain", "repeat", "cycle", "groupby",
+    "islice", "takewhile", "dropwhile", "filterfalse", "zip_longest", "combinations", "permutations", "tee",
+})
+#: IPython's own calls for magics: their string arguments are code the cell runs.
+_MAGICS = frozenset({"run_cell_magic", "run_line_magic"})
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _transformer = TransformerManager()
 
 
@@ -33,40 +48,85 @@ def loop_rules(test_source: str) -> list[str]:
     return RULE.findall(test_source)
 
 
-def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
-    """name -> (cell index, node) of every top-level def, class and assignment in the student's cells."""
-    found: dict[str, list[tuple[int, ast.AST]]] = {}
-    for index, source in cells.items():
-        try:
-            tree = ast.parse(_transformer.transform_cell(source))
-        except (SyntaxError, ValueError):
-            continue  # a cell that does not parse fails on its own when it runs
-        for node in tree.body:
-            names = []
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names = [node.name]
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
-            for name in names:
-                found.setdefault(name, []).append((index, node))
+def _parse(source: str, depth: int = 0) -> list[ast.Module]:
+    """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement)."""
+    try:
+        tree = ast.parse(_transformer.transform_cell(source) if depth == 0 else source)
+    except (SyntaxError, ValueError):
+        return []  # a cell that does not parse fails on its own when it runs
+    found = [tree]
+    if depth < 3:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAGICS:
+                for argument in node.args[1:]:
+                    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+                        found += _parse(argument.value, depth + 1)
     return found
 
 
-def _called_name(call: ast.Call) -> str:
-    func = call.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+def _bound_names(node: ast.AST) -> list[str]:
+    """The names a definition, an assignment or an import binds."""
+    if isinstance(node, _DEFINITIONS):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
 
 
-def _iteration(name: str, node: ast.AST) -> Iterator[tuple[str, int]]:
-    """(what, line) of every Python iteration in ``node``, the definition of ``name``."""
+def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
+    """name -> (cell index, node) of every def, class, assignment and import in the student's cells, at any depth."""
+    found: dict[str, list[tuple[int, ast.AST]]] = {}
+    kinds = (*_DEFINITIONS, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)
+    for index, source in cells.items():
+        for tree in _parse(source):
+            for node in ast.walk(tree):
+                if isinstance(node, kinds):
+                    for name in _bound_names(node):
+                        found.setdefault(name, []).append((index, node))
+    return found
+
+
+def _iteration(node: ast.AST) -> Iterator[tuple[str, int]]:
+    """(what, line) of every Python iteration written in ``node`` itself."""
     for inner in ast.walk(node):
+        line = getattr(inner, "lineno", getattr(node, "lineno", 0))
         if type(inner) in _LOOPS:
-            yield _LOOPS[type(inner)], inner.lineno
-        elif isinstance(inner, ast.Call) and _called_name(inner) in _ITERATING_CALLS:
-            yield f"{_called_name(inner)}(...)", inner.lineno
-        elif isinstance(inner, ast.Call) and _called_name(inner) == name and isinstance(inner.func, ast.Name):
-            yield f"a call of {name} by itself", inner.lineno
+            yield _LOOPS[type(inner)], line
+        elif isinstance(inner, ast.Name) and inner.id in ITERATING:
+            yield f"{inner.id} (it calls a function per item)", line
+        elif isinstance(inner, ast.Attribute) and inner.attr in ITERATING:
+            yield f"{inner.attr} (it calls a function per item)", line
+        elif isinstance(inner, ast.alias) and inner.name.split(".")[-1] in ITERATING:
+            yield f"{inner.name} (it calls a function per item)", line
+        elif isinstance(inner, ast.Call) and any(keyword.arg == "key" for keyword in inner.keywords):
+            yield "a key= function (it runs once per item)", line
+
+
+def _used_names(node: ast.AST, known: set[str]) -> set[str]:
+    """The student's names ``node`` uses: plain names it reads but does not bind itself (a function's arguments
+    and locals are its own), and attributes named like a function of theirs (``self.rows(...)`` uses ``rows``)."""
+    used = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
+    if isinstance(node, _DEFINITIONS):
+        used -= {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
+        used -= {arg.arg for inner in ast.walk(node) if isinstance(inner, ast.arguments)
+                 for arg in (*inner.posonlyargs, *inner.args, *inner.kwonlyargs, inner.vararg, inner.kwarg) if arg}
+    methods = {inner.name for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (known | methods)
+    return used & known
+
+
+def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
+    """Whether ``name`` can reach ``name`` again through the student's definitions (recursion, direct or not)."""
+    seen, todo = set(), list(uses.get(name, ()))
+    while todo:
+        current = todo.pop()
+        if current == name:
+            return True
+        if current not in seen:
+            seen.add(current)
+            todo += uses.get(current, ())
+    return False
 
 
 def python_loops(cells: dict[int, str], function: str) -> list[str]:
@@ -75,23 +135,20 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
     ``cells``: cell index -> source of every cell the student could have written.
     """
     definitions = _definitions(cells)
-    seen, todo, found = set(), [function], []
+    if function not in definitions:
+        return [f"no definition of {function} that the grader can read"]
+    known = set(definitions)
+    uses = {name: set().union(*(_used_names(node, known) for _, node in nodes)) for name, nodes in definitions.items()}
+    reached, todo, found = set(), [function], []
     while todo:
         name = todo.pop()
-        if name in seen or name not in definitions:
+        if name in reached:
             continue
-        seen.add(name)
+        reached.add(name)
         for index, node in definitions[name]:
-            found += [f"{what} in {name} (notebook cell {index + 1}, line {line})" for what, line in _iteration(name, node)]
-            todo += sorted(_used_names(node) - seen)
+            where = f"in {name} (notebook cell {index + 1}"
+            found += [f"{what} {where}, line {line})" for what, line in _iteration(node)]
+        if _reaches_itself(name, uses):
+            found.append(f"recursion: {name} calls itself, directly or through other functions")
+        todo += sorted(uses[name] - reached)
     return found
-
-
-def _used_names(node: ast.AST) -> set[str]:
-    """The names ``node`` reads that it does not bind itself (its arguments and locals are its own)."""
-    bound = {arg.arg for inner in ast.walk(node) if isinstance(inner, ast.arguments)
-             for arg in [*inner.posonlyargs, *inner.args, *inner.kwonlyargs, inner.vararg, inner.kwarg] if arg}
-    bound |= {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        bound = set()  # at the top level, the names it assigns are what others use
-    return {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)} - bound
