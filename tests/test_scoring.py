@@ -196,3 +196,19 @@ def test_messages_of_unknown_types_are_dropped_unlogged(caplog: pytest.LogCaptur
     grader, outs = _guarded_receiver()
     assert grader.output(outs, _message("B" * 10_000), None, 0) is None
     assert outs == [] and "BBBB" not in caplog.text
+
+
+def test_a_cell_keeps_its_share_and_the_submission_its_budget() -> None:
+    grader, outs = _guarded_receiver()
+    stream = {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {},
+              "content": {"name": "stdout", "text": "x" * 100_000}}
+    grader.output(outs, stream, None, 0)
+    assert len(outs) == 1 and outs[0].text.startswith("x" * 100) and "output cut by the grader" in outs[0].text
+    assert len(outs[0].text) < grader.max_output_bytes + 200
+    grader.nb.cells += [nbformat.v4.new_code_cell() for _ in range(80)]
+    for index in range(1, 81):  # 80 cells of 19 kB each: past the submission's 1 MB
+        grader.output(grader.nb.cells[index].outputs, {**stream, "content": {"name": "stdout", "text": "y" * 19_000}},
+                      None, index)
+    texts = [cell.outputs[0].text for cell in grader.nb.cells[1:]]
+    assert texts[0] == "y" * 19_000 and "this submission sent more than" in texts[-1]
+    assert grader._submission_bytes <= grader.max_submission_output_bytes

@@ -8,8 +8,6 @@ submission's outputs against it with :func:`ptgrader.channel.differences`, outsi
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +15,9 @@ import nbformat
 from nbclient.client import NotebookClient
 from nbformat.notebooknode import NotebookNode
 
-from . import cgroups, channel, jail
+from . import channel, jail
 from .cells import grade_id, graded_test_cells
-from .kernels import GraderTemp, IsolatedKernelManager, Isolation
+from .kernels import IsolatedKernelManager, Isolation, kernel_place
 from .warm import WarmKernels
 
 #: How long to wait for a cell's last output messages after it finished (nbclient's default is 4 s).
@@ -86,15 +84,8 @@ def reference_outputs(
     if key not in _REFERENCES:
         log.info("ptgrader: running the source notebook %s once for its reference outputs", source_path)
         runner = ReferenceRun(source, timeout=timeout)
-        folder = GraderTemp.current().kernel_folder()
-        spec = None
-        try:
-            spec = isolation.spec(folder, dict(os.environ)) if isolation else None
+        with kernel_place(isolation) as (folder, spec):
             emitted = runner.run(folder, spec, warm)
-        finally:
-            if spec is not None and spec.cgroups:
-                cgroups.remove(spec.cgroups)
-            shutil.rmtree(folder, ignore_errors=True)
         _REFERENCES[key] = {grade_id(cell): emitted[index] for index, cell in tests if emitted.get(index)}
     return _REFERENCES[key]
 

@@ -17,8 +17,6 @@ notebook's cells (nbclient does the talking):
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,9 @@ from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 
-from . import cgroups, contract, jail
+from . import contract, jail
 from .cells import cell_label, setup_index
-from .kernels import GraderTemp, IsolatedKernelManager, Isolation
+from .kernels import GraderTemp, IsolatedKernelManager, Isolation, kernel_place
 from .score import error_output
 from .warm import WarmKernels, supported
 
@@ -54,16 +52,8 @@ class KernelRun:
         warm = self.warm_server(temp, isolation)
         attempts = [warm, None] if warm is not None else [None]
         for attempt, server in enumerate(attempts):
-            folder = temp.kernel_folder()
-            spec = None
-            try:
-                spec = isolation.spec(folder, dict(os.environ)) if isolation else None
+            with kernel_place(isolation) as (folder, spec):
                 started, stopped_at = self._run_in(nb, resources, report, folder, spec, server)
-            finally:
-                if spec is not None and spec.cgroups and not cgroups.remove(spec.cgroups):
-                    self.log.warning("ptgrader: %s/%s: a control group of the kernel is still busy: %s",
-                                     report.student, report.assignment, spec.cgroups)
-                shutil.rmtree(folder, ignore_errors=True)
             if started or report.stopped or report.survivors:
                 return stopped_at
             if server is not None:  # a server that failed a start is replaced before the next student

@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import fcntl
 import importlib.util
+import logging
 import os
 import select
 import shutil
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -71,6 +73,24 @@ def _owner_alive(folder: Path) -> bool:
     except (OSError, ValueError):  # half made: its owner is alive if it is younger than a minute
         return time.time() - folder.stat().st_mtime < 60
     return _process_start(int(pid)) == start
+
+
+@contextlib.contextmanager
+def kernel_place(isolation: Isolation | None) -> Iterator[tuple[Path, jail.JailSpec | None]]:
+    """(a fresh folder for one kernel, its jail spec, or None without a jail).
+
+    Both the submissions' kernels and the reference run's are started this way; the folder and any
+    control group are removed afterwards, whatever happened in the block.
+    """
+    folder = GraderTemp.current().kernel_folder()
+    spec = None
+    try:
+        spec = isolation.spec(folder, dict(os.environ)) if isolation else None
+        yield folder, spec
+    finally:
+        if spec is not None and spec.cgroups and not cgroups.remove(spec.cgroups):
+            logging.getLogger("ptgrader").warning("a control group of a kernel is still busy: %s", spec.cgroups)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class GraderTemp:

@@ -166,24 +166,22 @@ class OutputReceiver:
             id_map.pop(display_id, None)
 
     def _bounded(self, outs: list, out: NotebookNode, display_id: str | None, cell_index: int) -> NotebookNode | None:
+        """Keep ``out`` if the cell and the submission have room for it; else a note in its place (once per cell)."""
         size = measured_size(out)
-        used = self._cell_bytes.get(cell_index, 0)
-        limit = self.max_output_bytes
-        if used >= limit:
+        room = self.max_output_bytes - self._cell_bytes.get(cell_index, 0)
+        if room <= 0:
             self._drop_last(outs, display_id, cell_index)
             return None
-        if size != float("inf") and used + size <= limit and self._charge(size):
-            self._cell_bytes[cell_index] = used + int(size)
+        if size <= room and self._charge(size):
+            self._cell_bytes[cell_index] = self.max_output_bytes - room + int(size)
             return out
         self._drop_last(outs, display_id, cell_index)
-        self._cell_bytes[cell_index] = limit
-        if self._submission_bytes >= self.max_submission_output_bytes:
+        self._cell_bytes[cell_index] = self.max_output_bytes
+        note = TRUNCATED.format(limit=self.max_output_bytes)
+        if out.output_type == "stream" and size > room:
+            note = out.text[:room] + note
+        if size <= room or not self._charge(len(note)):  # the submission's budget, not the cell's, is spent
             note = OVER_BUDGET.format(limit=self.max_submission_output_bytes)
-        else:
-            note = TRUNCATED.format(limit=limit)
-            if out.output_type == "stream":
-                note = out.text[: max(0, limit - used)] + note
-        self._submission_bytes += min(len(note), limit)
         if cell_index not in self._report.truncated_cells:
             self._report.truncated_cells.append(cell_index)
         kept = nbformat.v4.new_output("stream", name="stdout", text=note)
