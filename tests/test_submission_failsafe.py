@@ -89,6 +89,16 @@ def test_odd_names_are_refused_and_reported_escaped(tmp_path: Path) -> None:
     assert "the student folder" in intake.problems(student)[0]
 
 
+def test_a_hard_link_is_refused(tmp_path: Path) -> None:
+    """A hard link looks like a regular file to lstat; linked to the lab's source it would be graded as the solution."""
+    folder = _submission(tmp_path)
+    source = tmp_path / "source.ipynb"
+    source.write_text("{}")
+    (folder / "lab.ipynb").unlink()
+    os.link(source, folder / "lab.ipynb")
+    assert intake.problems(folder) == ["lab.ipynb: a hard link (one of 2 names of the same file)"]
+
+
 def test_a_file_or_a_submission_too_large_to_read_is_refused(tmp_path: Path) -> None:
     """nbgrader reads a notebook whole, at about 48 times its size in memory: sizes are checked first (sparse files)."""
     folder = _submission(tmp_path)

@@ -93,6 +93,8 @@ def _entry_problem(path: Path, label: str, *, folder: bool) -> str | None:
         return f"{label}: {_kind(mode) if not stat.S_ISREG(mode) else 'a file'}, not a folder"
     if not folder and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
         return f"{label}: {_kind(mode)}, not a regular file"
+    if stat.S_ISREG(mode) and os.lstat(path).st_nlink > 1:  # another name of a file elsewhere (the lab's source?)
+        return f"{label}: a hard link (one of {os.lstat(path).st_nlink} names of the same file)"
     return None
 
 
