@@ -346,8 +346,9 @@ def cases() -> list[HostileCase]:
 
 
 def wrong_answers(lab_fixtures: list[lab_tools.Fixture]) -> dict[str, str]:
-    """The first wrong-answer fixture of every part: a submission that earns nothing honestly."""
+    """The first wrong-answer fixture of every part whose outputs are wrong: a submission that earns nothing honestly."""
     chosen: dict[str, str] = {}
     for fixture in lab_fixtures:
-        chosen.setdefault(fixture.grade_id, fixture.source())
+        if not fixture.in_kernel_only:
+            chosen.setdefault(fixture.grade_id, fixture.source())
     return chosen

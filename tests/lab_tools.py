@@ -62,6 +62,10 @@ REPORT_NAME = "ptgrader-report.json"
 _FIXTURE_NAME = re.compile(r"^(?P<grade_id>[A-Za-z0-9_]+?)__(?P<idea>[A-Za-z0-9_]+)$")
 
 
+#: The line of a fixture whose mistake only a check inside the kernel sees (see Fixture.in_kernel_only).
+IN_KERNEL_MARK = "# caught inside the kernel only: the part keeps the outputs' share of its points"
+
+
 class LabToolError(Exception):
     """nbgrader failed or a lab is malformed; the message carries nbgrader's own output."""
 
@@ -136,6 +140,15 @@ class Fixture:
     def source(self) -> str:
         """The replacement cell source."""
         return self.path.read_text(encoding="utf-8").rstrip("\n")
+
+    @property
+    def in_kernel_only(self) -> bool:
+        """The mistake breaks a rule only a check inside the kernel sees (the part's outputs are right).
+
+        Such a fixture says so on a line of its own (:data:`IN_KERNEL_MARK`), and must keep the rest of its
+        part's points (``ptgrader.score.IN_KERNEL_SHARE``); every other fixture must lose all of them.
+        """
+        return IN_KERNEL_MARK in self.source().splitlines()
 
 
 def fixture_pairs(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import nbformat
 import pytest
 
+from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
 
@@ -204,10 +205,18 @@ def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> Non
     scores = _outcome(graded, fixture.lab).scores[student]
     with_fixtures = {f.test_id for f in pair}
     assert fixture.test_id in scores, f"no graded cell {fixture.test_id} in the gradebook"
-    assert scores[fixture.test_id][0] == 0, (
-        f"{fixture.path.name}: {fixture.test_id} accepts this wrong answer "
-        f"(score {scores[fixture.test_id][0]:g} of {scores[fixture.test_id][1]:g}); its checks do not discriminate"
-    )
+    got, points = scores[fixture.test_id]
+    if fixture.in_kernel_only:  # a rule seen only in the kernel costs its share, never more (book/instructors.md)
+        assert got == points * (1 - IN_KERNEL_SHARE), (
+            f"{fixture.path.name} is marked as caught inside the kernel only, and scores {got:g} of {points:g}, not "
+            f"{points * (1 - IN_KERNEL_SHARE):g}: remove the mark if its outputs are wrong too"
+        )
+    else:
+        assert got == 0, (
+            f"{fixture.path.name}: {fixture.test_id} gives this wrong answer {got:g} of {points:g}; its checks do not "
+            "discriminate" + (", or only a check inside the kernel sees its mistake: then mark it with "
+                              f"{lab_tools.IN_KERNEL_MARK!r}" if got else "")
+        )
     others = {cell: score for cell, score in scores.items() if cell not in with_fixtures and score[0] != score[1]}
     assert not others, (
         f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}; "

@@ -6,6 +6,8 @@ because that is exactly what a cheating solution cell does.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import pytest
 import torch
 
@@ -13,6 +15,13 @@ import ptlabs
 import ptchecks as grading
 from ptlabs import ExerciseError
 from ptlabs.checks import LEDGER
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger() -> Generator[None, None, None]:
+    """``begin`` turns on the graded cells' keep-going mode: no test leaves it on for the next."""
+    yield
+    LEDGER.reset("")
 
 
 @pytest.mark.parametrize(
@@ -81,14 +90,50 @@ def test_count_hooks_by_kind() -> None:
         grading.count_hooks(model, "sideways")
 
 
-def test_ledger_counts_passes_and_records_caught_failures() -> None:
+def test_a_learners_failed_check_raises_with_its_message() -> None:
+    with pytest.raises(ExerciseError, match="b: the reason"):
+        grading.check_true(False, name="b", why="the reason")
+
+
+def test_in_a_graded_cell_a_failed_check_is_recorded_and_the_cell_goes_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     grading.begin("test_x")
     grading.check_true(True, name="a", why="")
-    try:
-        grading.check_true(False, name="b", why="caught by the student")
-    except ExerciseError:
-        pass
-    assert (LEDGER.passes, LEDGER.failures) == (1, ["b: caught by the student"])
+    assert grading.check_true(False, name="b", why="the input changed") is None  # no raise: the cell goes on
+    wrong = torch.zeros(2, dtype=torch.int64)
+    assert grading.check_tensor(wrong, name="c", dtype=torch.float32) is wrong  # what the next line uses
+    assert ptlabs.check_close(torch.zeros(2), torch.ones(2), name="d") is None
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("✅ a") and [line[:3] for line in printed if line[0] == "❌"] == ["❌ b", "❌ c", "❌ d"]
+    assert LEDGER.passes == 1 and [f.split(":")[0] for f in LEDGER.failures] == ["b", "c", "d"]
+    with pytest.raises(ExerciseError, match="3 check\\(s\\) failed"):
+        grading.complete("test_x", "tok", 1)
+
+
+def test_a_check_inside_a_check_fails_as_one(capsys: pytest.CaptureFixture[str]) -> None:
+    grading.begin("test_x")
+    # check_close calls check_tensor, which fails on the dtype: one failure, one line, from check_close
+    grading.check_close(torch.zeros(2, dtype=torch.int64), torch.zeros(2), name="e")
+    assert capsys.readouterr().out.count("❌") == 1 and len(LEDGER.failures) == 1
+
+
+def test_a_failed_check_in_a_graded_kernel_sends_what_it_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = []
+    monkeypatch.setattr(grading, "_send", lambda name, value, **kw: sent.append((name, value, kw)))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    grading.begin("test_x")
+    grading.check_true(True, name="a", why="")
+    grading.check_true(False, name="b", why="the input changed")
+    assert [(name, value) for name, value, _ in sent] == [
+        ("check_true #1: a", True), ("check_true #2: b", "failed: b: the input changed")]
+    assert all(kw == {"observation": True} for _, _, kw in sent)
+
+
+def test_canaries_still_see_known_wrong_values_rejected_in_a_graded_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    grading.begin("test_x")
+    grading.canaries()
+    assert "❌" not in capsys.readouterr().out and LEDGER.failures == [] and LEDGER.passes == 1
 
 
 def test_complete_prints_the_token_only_after_a_clean_full_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,6 +145,7 @@ def test_complete_prints_the_token_only_after_a_clean_full_run(capsys: pytest.Ca
     with pytest.raises(ExerciseError, match="0 check\\(s\\) passed, the reference solution passes 1"):
         grading.complete("test_x", "tok", 1)
     grading.begin("test_x")
+    LEDGER.keep_going = False  # a student's code that turned keep-going off, and caught the failure
     with pytest.raises(ExerciseError, match="1 check\\(s\\) failed and were caught"):
         try:
             grading.check_true(False, name="b", why="hidden")

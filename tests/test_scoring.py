@@ -35,11 +35,12 @@ FAILED = {"output_type": "error", "ename": "ExerciseError", "evalue": "f: wrong 
 PRINTED = {"output_type": "stream", "name": "stdout", "text": "✅ f\n"}
 
 
-def _graded(cells: list[nbformat.NotebookNode], failures: dict[int, score.Failure] | None = None,
-            test_ids: set[str] | None = None) -> tuple[nbformat.NotebookNode, dict[str, str]]:
+def _graded(cells: list[nbformat.NotebookNode], failures: dict[int, list[score.Failure]] | None = None,
+            test_ids: set[str] | None = None, compared: set[int] = frozenset()
+            ) -> tuple[nbformat.NotebookNode, dict[str, str]]:
     nb = nbformat.v4.new_notebook(cells=cells)
     ids = {cell.metadata.nbgrader["grade_id"] for cell in cells} if test_ids is None else test_ids
-    return nb, score.write_verdicts(nb, failures or {}, ids)
+    return nb, score.write_verdicts(nb, failures or {}, ids, compared)
 
 
 def _points(cell: nbformat.NotebookNode) -> float | None:
@@ -57,7 +58,7 @@ def test_a_warning_on_stderr_costs_nothing_and_stays_visible() -> None:
 def test_a_kernels_execute_result_earns_nothing() -> None:
     for forged in (FORGED_RESULT, FORGED_NUMBER):
         failed = score.Failure(score.DIFFER, "compared by the grader: f: not sent")
-        nb, scores = _graded([_test_cell("test_f", [forged, FAILED])], {0: failed})
+        nb, scores = _graded([_test_cell("test_f", [forged, FAILED])], {0: [failed]})
         (cell,) = nb.cells
         assert _points(cell) == 0
         assert [o.output_type for o in cell.outputs] == ["display_data", "stream", "error"]
@@ -74,8 +75,47 @@ def test_the_kernels_own_error_fails_the_cell_once() -> None:
 
 def test_the_strongest_reason_is_the_verdict() -> None:
     withheld = score.Failure(score.WITHHELD, "the submission breaks the lab's code policy")
-    nb, scores = _graded([_test_cell("test_f", [FAILED])], {0: withheld})
+    nb, scores = _graded([_test_cell("test_f", [FAILED])], {0: [withheld]}, compared={0})
     assert scores["test_f"].startswith(score.WITHHELD) and len(nb.cells[0].outputs) == 2
+    assert _points(nb.cells[0]) == 0
+
+
+CHECK_SAW = score.Failure(score.CHECKS_DIFFER, "check_true #2: the input is not modified: 'failed: ...', expected True")
+OUTPUTS_WRONG = score.Failure(score.DIFFER, "compared by the grader: f: 1 of 3 values differ")
+IN_KERNEL_REASONS = [
+    ([FAILED], []),  # the test cell raised (its checks' failures, the canaries)
+    ([PRINTED], [score.Failure(score.INCOMPLETE, "the test cell's last line did not run cleanly")]),
+    ([PRINTED], [CHECK_SAW]),
+]
+
+
+@pytest.mark.parametrize(("outputs", "found"), IN_KERNEL_REASONS, ids=["raised", "incomplete", "checks_differ"])
+def test_what_only_the_kernel_saw_costs_only_its_share(outputs: list[dict], found: list[score.Failure]) -> None:
+    nb, scores = _graded([_test_cell("test_f", outputs)], {0: found}, compared={0})
+    kept = POINTS * (1 - score.IN_KERNEL_SHARE)
+    assert _points(nb.cells[0]) == kept, "nbgrader does not read the kept share from the verdict"
+    assert scores["test_f"].startswith(f"partial, {kept:g} of {POINTS:g}")
+    assert nb.cells[0].outputs[-1].output_type == "execute_result"
+
+
+@pytest.mark.parametrize(("outputs", "found"), IN_KERNEL_REASONS, ids=["raised", "incomplete", "checks_differ"])
+def test_without_compared_outputs_the_kernel_decides_nothing_alone(outputs: list[dict],
+                                                                   found: list[score.Failure]) -> None:
+    nb, scores = _graded([_test_cell("test_f", outputs)], {0: found})
+    assert _points(nb.cells[0]) == 0 and not scores["test_f"].startswith("partial")
+
+
+def test_an_outside_reason_beats_what_the_kernel_saw() -> None:
+    nb, scores = _graded([_test_cell("test_f", [FAILED])], {0: [CHECK_SAW, OUTPUTS_WRONG]}, compared={0})
+    assert _points(nb.cells[0]) == 0 and scores["test_f"].startswith(score.DIFFER)
+    rule = score.Failure(score.RULE_BROKEN, "f must have no Python loop, and has a for loop")
+    nb, scores = _graded([_test_cell("test_f", [PRINTED])], {0: [CHECK_SAW, rule]}, compared={0})
+    assert _points(nb.cells[0]) == 0 and scores["test_f"].startswith(score.RULE_BROKEN)
+
+
+def test_a_forged_number_cannot_raise_a_partial_score() -> None:
+    nb, _ = _graded([_test_cell("test_f", [FORGED_NUMBER])], {0: [CHECK_SAW]}, compared={0})
+    assert _points(nb.cells[0]) == POINTS * (1 - score.IN_KERNEL_SHARE)
 
 
 def test_a_cell_whose_metadata_makes_it_a_test_earns_nothing() -> None:

@@ -14,9 +14,11 @@ proves that the checkers still reject known-wrong values, that the call counter 
 and that nothing recorded has been replaced since.
 
 :func:`begin` and :func:`complete` are not written in notebooks: the autograder
-(``ptgrader``) wraps each graded test cell in them, with a one-time token, and gives a cell its
+(``ptgrader``) wraps each graded test cell in them, with a one-time token, and gives a cell all its
 points only when the token is printed, i.e. when the cell's last line ran after as many successful
-checks as the reference solution made and no failure.
+checks as the reference solution made and no failure. From :func:`begin` on, a failed check is
+recorded and the cell goes on (``ptlabs.checks.graded_check``): what only the kernel sees costs a
+part whose outputs are right a quarter of its points (``ptgrader.score``), not all of them.
 
 :func:`emit` is how a hidden test leaves the verdict to the grader: it sends the student's output
 out of the kernel, and the grader compares it with what the reference solution sent on the same
@@ -38,7 +40,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ptlabs import checks as _checks
-from ptlabs.checks import LEDGER, ExerciseError, verdict
+from ptlabs.checks import LEDGER, ExerciseError, graded_check, verdict
 
 __all__ = [
     "TorchCallCounter",
@@ -61,6 +63,15 @@ COMPLETION_FORMAT = "ptlabs-grading: {test_id} complete {token}"
 
 # ------------------------------------------------------------------------------------------- checks
 
+
+def _failed(check: str, name: str, message: str) -> None:
+    """A check failed in a graded cell and the cell goes on: the grader sees that as what the check saw."""
+    _observe(check, name, f"failed: {message}"[:300])
+
+
+#: How every check below behaves in a graded test cell: it records a failure and the cell goes on.
+_graded = graded_check(on_failure=_failed)
+
 #: The tensor types a graded answer may have: a subclass could override the methods a comparison calls.
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
 
@@ -70,6 +81,7 @@ def _plain_tensor(actual: object, name: str) -> None:
         raise ExerciseError(f"{name}: expected a torch.Tensor, got the subclass {type(actual).__name__}")
 
 
+@graded_check(returns_input=True, on_failure=_failed)
 def check_tensor(actual: object, *, name: str, **expected: Any) -> torch.Tensor:
     """:func:`ptlabs.check_tensor` (shape, dtype, device) that also refuses tensor subclasses."""
     _plain_tensor(actual, name)
@@ -78,6 +90,7 @@ def check_tensor(actual: object, *, name: str, **expected: Any) -> torch.Tensor:
     return checked
 
 
+@_graded
 def check_close(
     actual: object, expected: torch.Tensor, *, name: str, rtol: float | None = None, atol: float | None = None
 ) -> None:
@@ -113,6 +126,7 @@ def _describe_type_mismatch(actual: object, expected: object, path: str) -> str 
     return None
 
 
+@_graded
 def check_equal(actual: object, expected: object, *, name: str) -> None:
     """Strict equality: exact types all the way down (a list is not a tuple, a bool not an int), key order."""
     problem = _describe_type_mismatch(actual, expected, "")
@@ -122,6 +136,7 @@ def check_equal(actual: object, expected: object, *, name: str) -> None:
     verdict(name, repr(expected) if len(repr(expected)) <= 60 else f"{type(expected).__name__} matches")
 
 
+@_graded
 def check_true(condition: object, *, name: str, why: str) -> None:
     """Pass only when ``condition is True``; ``why`` says what is wrong otherwise."""
     if condition is not True:
@@ -130,6 +145,7 @@ def check_true(condition: object, *, name: str, why: str) -> None:
     verdict(name)
 
 
+@_graded
 def check_raises(
     exception_type: type[BaseException], function: Callable[..., Any], *args: Any, name: str, **kwargs: Any
 ) -> BaseException:
@@ -147,6 +163,7 @@ def check_raises(
     raise ExerciseError(f"{name}: no exception; expected {exception_type.__name__} to propagate to the caller")
 
 
+@_graded
 def check_same_storage(view: object, base: torch.Tensor, *, name: str) -> None:
     """``view`` is a tensor over ``base``'s storage: no element was copied."""
     if not isinstance(view, torch.Tensor):
@@ -330,7 +347,8 @@ def _canary_problems() -> list[str]:
         ]
         for label, attempt in wrong_values:
             try:
-                attempt()
+                with LEDGER.inside_check():  # raise, even in a graded cell that goes on after a failure
+                    attempt()
             except ExerciseError:
                 continue
             except Exception as exc:  # noqa: BLE001  (a checker that crashes has been replaced)
@@ -359,8 +377,12 @@ def canaries() -> None:
 
 
 def begin(test_id: str) -> None:
-    """Start a graded test cell (inserted by the autograder as the cell's first line)."""
-    LEDGER.reset(test_id)
+    """Start a graded test cell (inserted by the autograder as the cell's first line).
+
+    From here a failed check records its failure and the cell goes on (:func:`ptlabs.checks.graded_check`),
+    so that the outputs its later lines send reach the grader.
+    """
+    LEDGER.reset(test_id, keep_going=True)
 
 
 def complete(test_id: str, token: str, expected_checks: int) -> None:
@@ -444,7 +466,7 @@ def _observe(check: str, name: str, observation: Any) -> None:
     execution = _execution_id()
     number = _OBSERVED[1] + 1 if _OBSERVED[0] == execution else 1
     _OBSERVED[:] = [execution, number]
-    emit(f"{check} #{number}: {name}"[:200], observation)
+    _send(f"{check} #{number}: {name}"[:200], observation, observation=True)
 
 
 def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
@@ -461,6 +483,13 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
     its shape and dtype as JSON instead. Outside grading (a learner's run, the book's tests) nothing
     is sent; the value is still checked, so a mistake shows up there first.
     """
+    _send(name, value, rtol=rtol, atol=atol)
+
+
+def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None,
+          observation: bool = False) -> None:
+    """:func:`emit`; an ``observation`` (what a check saw, from :func:`_observe`) is marked as one for the grader,
+    which counts it among what the kernel decides (book/instructors.md says how much that weighs)."""
     if _SENT.get(name) == _execution_id():
         raise ValueError(f"emit: the output name {name!r} was already used in this cell")
     if isinstance(value, torch.Tensor):
@@ -469,14 +498,15 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
         from safetensors.torch import save
 
         payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode(),
-                   "device": value.device.type}
+                   "device": value.device.type, "observation": observation}
         if (rtol is None) != (atol is None):
             raise ValueError(f"emit {name!r}: give both rtol and atol, or neither")
         if rtol is not None:
             payload.update(rtol=float(rtol), atol=float(atol))
     else:
         try:
-            payload = {"name": name, "typed": json.loads(json.dumps(_typed(value), allow_nan=False))}
+            payload = {"name": name, "typed": json.loads(json.dumps(_typed(value), allow_nan=False)),
+                       "observation": observation}
         except (TypeError, ValueError, RecursionError) as problem:
             raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
     _SENT[name] = _execution_id()

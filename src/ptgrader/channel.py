@@ -39,6 +39,8 @@ class Output:
     rtol: float | None = None
     atol: float | None = None
     device: str | None = None  # the type of device a tensor was on in the kernel ("cpu", "cuda", ...)
+    #: What a check saw (``ptchecks._observe``), not an output of the student's code: only the reference's counts.
+    observation: bool = False
 
 
 def decode(payload: object) -> tuple[str, Output]:
@@ -47,6 +49,7 @@ def decode(payload: object) -> tuple[str, Output]:
         raise ValueError("an output without a name")
     name = payload["name"]
     tolerance = (payload.get("rtol"), payload.get("atol"))
+    observation = payload.get("observation") is True
     if tolerance != (None, None) and not all(type(t) is float and 0 <= t < 1 for t in tolerance):
         raise ValueError(f"output {name!r}: rtol and atol must both be floats in [0, 1)")
     if "safetensors" in payload:
@@ -58,9 +61,9 @@ def decode(payload: object) -> tuple[str, Output]:
         device = payload.get("device")
         if device is not None and not (isinstance(device, str) and device.isidentifier()):
             raise ValueError(f"output {name!r}: a malformed device")
-        return name, Output(tensors["value"], *tolerance, device=device)
+        return name, Output(tensors["value"], *tolerance, device=device, observation=observation)
     if "typed" in payload:
-        return name, Output(untyped(payload["typed"]))
+        return name, Output(untyped(payload["typed"]), observation=observation)
     raise ValueError(f"output {name!r}: neither a tensor nor a typed value")
 
 

@@ -8,6 +8,7 @@ submission's outputs against it with :func:`ptgrader.channel.differences`, outsi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,14 +91,32 @@ def reference_outputs(
     return _REFERENCES[key]
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One test cell's outputs held against the reference's, in two kinds that weigh differently.
+
+    ``outputs``: why what the student's code computed differs (decided outside the kernel: the part
+    earns nothing); ``checks``: why what the cell's checks saw in the kernel differs (an in-kernel
+    rule: it costs only its share, :data:`ptgrader.score.IN_KERNEL_SHARE`). ``compared`` is whether the
+    reference sent any output of the first kind: without one, the kernel would decide the whole part.
+    """
+
+    outputs: list[str]
+    checks: list[str]
+    compared: bool
+
+
 def compare(nb: NotebookNode, emitted: dict[int, dict[str, channel.Output | None]],
-            reference: dict[str, dict[str, channel.Output]]) -> dict[int, list[str]]:
-    """index -> why a test cell's sent outputs are not the reference's, for every cell where they are not."""
+            reference: dict[str, dict[str, channel.Output]]) -> dict[int, Comparison]:
+    """index -> the comparison of every test cell the reference sent outputs for."""
     found = {}
     for index, cell in graded_test_cells(nb):
         expected = reference.get(grade_id(cell))
-        if expected:
-            problems = channel.differences(emitted.get(index, {}), expected)
-            if problems:
-                found[index] = problems
+        if not expected:
+            continue
+        sent = emitted.get(index, {})
+        kinds = [{name: output for name, output in expected.items() if output.observation is observed}
+                 for observed in (False, True)]
+        found[index] = Comparison(channel.differences(sent, kinds[0]), channel.differences(sent, kinds[1]),
+                                  compared=bool(kinds[0]))
     return found

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -169,25 +170,29 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         report = GradingReport(info["student"], info["assignment"], info["notebook"])
         report.isolation = isolation.describe() if isolation else "none"
         trusted, test_ids = self._trusted_sources(info)
-        failures: dict[int, Failure] = {}
+        failures: dict[int, list[Failure]] = defaultdict(list)
+        compared: set[int] = set()  # test cells whose outputs the grader compared and found right
         report.findings = self._policy_findings(nb, trusted, test_ids)
         if report.findings and self.enforce_code_policy:
             report.withheld = "the submission breaks the lab's code policy: " + "; ".join(report.findings)
         else:
-            self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
+            compared = self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
             self._check_source_rules(nb, trusted, report, failures)
         if report.withheld:
             self.log.error("ptgrader: %s/%s: grades withheld: %s", report.student, report.assignment, report.withheld)
             why = Failure(score.WITHHELD, report.withheld + " (an instructor reviews it)")
-            failures = {index: why for index, _ in graded_test_cells(nb)}
-        report.scores = score.write_verdicts(nb, failures, test_ids)
+            failures = {index: [why] for index, _ in graded_test_cells(nb)}
+        report.scores = score.write_verdicts(nb, failures, test_ids, compared)
         self._finish(report, coursedir)
         return nb, resources
 
     def _grade_run(self, nb: NotebookNode, resources: dict[str, Any], report: GradingReport,
                    isolation: Isolation | None, coursedir: CourseDirectory, info: dict[str, str],
-                   failures: dict[int, Failure]) -> None:
-        """Run the submission and record, per test cell, the strongest reason it earns nothing."""
+                   failures: dict[int, list[Failure]]) -> set[int]:
+        """Run the submission and record, per test cell, why it does not earn all its points.
+
+        Return the test cells whose outputs the grader compared and found all right.
+        """
         source = self._source_path(coursedir, info)
         reference = {}
         if self.compare_outputs:
@@ -206,19 +211,27 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         for index, cell in graded_test_cells(nb):
             if stopped_at is not None and index >= stopped_at:
                 reason = report.stopped if index == stopped_at else f"not run: {report.stopped}"
-                failures.setdefault(index, Failure(score.STOPPED, reason))
-            if (failure := score.kernel_error(cell)) is not None:
-                failures.setdefault(index, failure)
+                failures[index].append(Failure(score.STOPPED, reason))
             if grade_id(cell) in report.incomplete:
-                failures.setdefault(index, Failure(
-                    score.INCOMPLETE, "the test cell's last line did not run; it earns no points"))
-        for index, problems in compare(nb, self.emitted, reference).items():
-            report.outputs_differ.append(grade_id(nb.cells[index]))
-            failures.setdefault(index, Failure(
-                score.DIFFER, "compared by the grader with the reference solution's: " + "; ".join(problems[:5])))
+                failures[index].append(Failure(score.INCOMPLETE, "the test cell's last line did not run cleanly"))
+        compared = set()
+        for index, found in compare(nb, self.emitted, reference).items():
+            name = grade_id(nb.cells[index])
+            if found.outputs:
+                report.outputs_differ.append(name)
+                failures[index].append(Failure(
+                    score.DIFFER, "compared by the grader with the reference solution's: " + "; ".join(found.outputs[:5])))
+            elif found.compared:
+                compared.add(index)
+            if found.checks:
+                report.checks_differ.append(name)
+                failures[index].append(Failure(
+                    score.CHECKS_DIFFER, "what the checks saw in the kernel is not what they saw in the reference "
+                    "solution's run: " + "; ".join(found.checks[:5])))
         report.unsafe_outputs += make_notebook_safe(nb)
         if report.restored_files:
             report.withheld = "the course changed while this submission ran: " + ", ".join(report.restored_files[:10])
+        return compared
 
     def _check_course(self, record: CourseRecord, report: GradingReport) -> None:
         """Put back any course file that changed while the kernel ran; what could not be checked is reported."""
@@ -245,7 +258,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         ]
 
     def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
-                            failures: dict[int, Failure]) -> None:
+                            failures: dict[int, list[Failure]]) -> None:
         """A part whose test cell asks for no Python loop fails when the student's code has one (read, not run)."""
         cells = {index: nb.cells[index].source for index in self.student_cells}
         for index, cell in graded_test_cells(nb):
@@ -253,7 +266,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
                 loops = python_loops(cells, function)
                 if loops:
                     report.rules_broken.append(f"{grade_id(cell)}: {loops[0]}")
-                    failures.setdefault(index, Failure(
+                    failures[index].append(Failure(
                         score.RULE_BROKEN, f"{function} must have no Python loop, and has " + "; ".join(loops[:3])))
 
     def _trusted_sources(self, info: dict[str, str]) -> tuple[dict[str, str], set[str]]:

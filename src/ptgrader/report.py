@@ -44,9 +44,10 @@ class GradingReport:
     truncated_cells: list[int] = field(default_factory=list)
     unsafe_outputs: int = 0  # rich outputs whose HTML/JavaScript/SVG was not kept
     outputs_differ: list[str] = field(default_factory=list)  # test cells whose sent outputs are not the reference's
+    checks_differ: list[str] = field(default_factory=list)  # test cells whose checks saw in the kernel what the reference's did not
     rules_broken: list[str] = field(default_factory=list)  # test cells whose rule about the code's source is broken
     dropped_outputs: int = 0  # outputs and display updates past the submission's output budget
-    scores: dict[str, str] = field(default_factory=dict)  # test cell -> "passed" or why it earns nothing
+    scores: dict[str, str] = field(default_factory=dict)  # test cell -> "passed", or what it lost and why
     isolation: str = ""  # how the kernel was isolated
     seconds: dict[str, float] = field(default_factory=dict)  # wall time of each step: start, cells, end
 

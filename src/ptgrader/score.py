@@ -12,10 +12,17 @@ So after the run, :func:`write_verdicts` rewrites every cell nbgrader scores:
 - the kernel's own outputs stay visible as feedback, in forms nbgrader does not score: an
   ``execute_result`` becomes a ``display_data`` with the same data, a ``stderr`` stream becomes a
   ``stdout`` stream, an error becomes its traceback as text;
-- then the grader adds its single verdict: one error output when the part fails (why, as
-  ``ename: evalue``), nothing when it passes.
+- then the grader adds its single verdict: nothing when the part passes; one error output when
+  it earns nothing (why, as ``ename: evalue``); the reason and then an ``execute_result`` holding
+  the points it keeps, when only the kernel's own part of the verdict failed (below).
 
-The labs give no partial credit: no verdict is an ``execute_result``.
+A part's points are decided in two places. Its outputs, compared with the reference solution's
+in the grader (:mod:`ptgrader.compare`), its source rules, the policy and the budgets decide
+outside the kernel, where a submission cannot reach. What only the kernel can see (a check's
+observation such as "the input is unchanged", an error raised in the test cell, the completion
+token, the canaries) could be forged by code that evaded the policy, so it decides at most
+:data:`IN_KERNEL_SHARE` of a part: a part whose compared outputs all match, and which fails only
+inside the kernel, keeps the rest. Forging the kernel's half therefore gains at most that share.
 """
 
 from __future__ import annotations
@@ -27,16 +34,19 @@ from nbformat.notebooknode import NotebookNode
 
 from .cells import grade_id, scored_cells
 
-#: Why a test cell earns nothing, strongest first: the first reason found is the verdict's.
-WITHHELD, STOPPED, NOT_A_TEST, RAISED, INCOMPLETE, RULE_BROKEN, DIFFER = (
-    "GradingWithheld", "GradingStopped", "NotATestCell", "TestFailed", "IncompleteTestCell", "RuleBroken",
-    "OutputsDiffer",
+#: Why a test cell does not earn all its points, strongest first: the strongest reason found is the verdict.
+ORDER = (WITHHELD, STOPPED, NOT_A_TEST, RULE_BROKEN, DIFFER, RAISED, INCOMPLETE, CHECKS_DIFFER) = (
+    "GradingWithheld", "GradingStopped", "NotATestCell", "RuleBroken", "OutputsDiffer", "TestFailed",
+    "IncompleteTestCell", "ChecksDiffer",
 )
+#: The reasons only the kernel can see: each costs a part whose compared outputs match this share of its points.
+IN_KERNEL = frozenset({RAISED, INCOMPLETE, CHECKS_DIFFER})
+IN_KERNEL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
 class Failure:
-    """Why one test cell earns no points."""
+    """Why one test cell does not earn all its points."""
 
     ename: str
     evalue: str
@@ -70,21 +80,51 @@ def as_feedback(output: NotebookNode) -> NotebookNode:
     return output
 
 
-def write_verdicts(nb: NotebookNode, failures: dict[int, Failure], test_ids: set[str]) -> dict[str, str]:
-    """Rewrite every scored cell as the module's docstring says; return grade_id -> "passed" or why not.
+def verdict(found: list[Failure], *, compared: bool) -> tuple[Failure | None, float]:
+    """(the strongest of ``found``, the share of the part's points it leaves).
 
-    ``failures`` holds what the grading steps found (index -> the strongest reason); a cell the
-    kernel raised in fails too. A scored cell whose grade_id is not one of the lab's test cells
-    (``test_ids``, from the gradebook: metadata a submission forged) earns nothing.
+    ``compared``: the part's outputs were compared by the grader and all matched; only then can a
+    reason seen inside the kernel leave more than nothing.
+    """
+    if not found:
+        return None, 1.0
+    strongest = min(found, key=lambda failure: ORDER.index(failure.ename))
+    kept = 1.0 - IN_KERNEL_SHARE if compared and strongest.ename in IN_KERNEL else 0.0
+    return strongest, kept
+
+
+def write_verdicts(nb: NotebookNode, failures: dict[int, list[Failure]], test_ids: set[str],
+                   compared: set[int] = frozenset()) -> dict[str, str]:
+    """Rewrite every scored cell as the module's docstring says; return grade_id -> "passed" or what it lost, why.
+
+    ``failures`` holds what the grading steps found (index -> reasons); a cell the kernel raised in
+    fails too. ``compared``: the cells whose outputs the grader compared and found all right. A
+    scored cell whose grade_id is not one of the lab's test cells (``test_ids``, from the gradebook:
+    metadata a submission forged) earns nothing.
     """
     scores = {}
     for index, cell in scored_cells(nb):
         name = grade_id(cell) or f"cell {index + 1}"
-        failure = failures.get(index) or kernel_error(cell)
+        found = list(failures.get(index, []))
+        if (raised := kernel_error(cell)) is not None:
+            found.append(raised)
         if name not in test_ids:
-            failure = Failure(NOT_A_TEST, f"{name} is not one of this lab's test cells")
+            found = [Failure(NOT_A_TEST, f"{name} is not one of this lab's test cells")]
+        failure, kept = verdict(found, compared=index in compared)
         cell.outputs = [as_feedback(output) for output in cell.get("outputs", [])]
-        if failure is not None:
+        if failure is None:
+            scores[name] = "passed"
+        elif kept == 0:
             cell.outputs.append(failure.output())
-        scores[name] = "passed" if failure is None else f"{failure.ename}: {failure.evalue}"[:300]
+            scores[name] = f"{failure.ename}: {failure.evalue}"[:300]
+        else:
+            points = float(cell.metadata["nbgrader"]["points"])
+            earned = round(points * kept, 2)
+            cell.outputs += [
+                nbformat.v4.new_output("stream", name="stdout", text=(
+                    f"{failure.ename}: {failure.evalue}\n{earned:g} of {points:g} points: every output the grader "
+                    f"compared is right; what is checked inside the kernel, {IN_KERNEL_SHARE:.0%} of the part, failed\n")),
+                nbformat.v4.new_output("execute_result", data={"text/plain": f"{earned:g}"}, execution_count=None),
+            ]
+            scores[name] = f"partial, {earned:g} of {points:g}: {failure.ename}: {failure.evalue}"[:300]
     return scores

@@ -8,13 +8,15 @@ failed test) and prints exactly one line on success, which nbval then validates.
 
 from __future__ import annotations
 
+import functools
 import textwrap
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["ExerciseError", "check_close", "check_tensor", "check_equal", "check_function", "verdict"]
+__all__ = ["ExerciseError", "check_close", "check_tensor", "check_equal", "check_function", "graded_check", "verdict"]
 
 
 # Captured when ptlabs is imported (a lab's locked setup cell, before any student code runs), so a
@@ -27,19 +29,69 @@ class Ledger:
 
     The autograder compares the count with the reference solution's and refuses a test cell with a
     recorded failure, so a failure that a student's code catches and hides still costs the points.
+    In a graded test cell (``keep_going``, set by the grader's ``begin``) a failed check does not
+    stop the cell: see :func:`graded_check`.
     """
 
     def __init__(self) -> None:
+        self.depth = 0  # > 0 while a check (or the grader's canaries) runs: checks inside raise as usual
         self.reset("")
 
-    def reset(self, test_id: str) -> None:
+    def reset(self, test_id: str, *, keep_going: bool = False) -> None:
         """Start counting for one test cell."""
         self.test_id = test_id
+        self.keep_going = keep_going
         self.passes = 0
         self.failures: list[str] = []
 
+    @contextmanager
+    def inside_check(self) -> Iterator[None]:
+        """A check runs: the checks it calls raise, and their failure is its own."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
 
 LEDGER = Ledger()
+#: Called with (check, name, message) when a check fails in a graded cell and the cell goes on.
+FailureHook = Callable[[str, str, str], None]
+Check = TypeVar("Check", bound=Callable[..., Any])
+
+
+def graded_check(*, returns_input: bool = False, on_failure: FailureHook | None = None) -> Callable[[Check], Check]:
+    """A check that, in a graded test cell, records its failure and lets the cell go on.
+
+    In a learner's run a failed check raises :class:`ExerciseError`: the message is the lesson.
+    In a graded cell, a raised check would stop the cell, and with it every output its later lines
+    send to the grader: a rule seen inside the kernel (an input left unchanged) would then decide
+    the whole part. So there a failure prints one ``❌`` line, is recorded in the ledger (the cell
+    then earns only the share of its points that the grader decides outside the kernel), calls
+    ``on_failure``, and the check returns what it would have (its input for ``returns_input``,
+    else None). A check called by another check, or by the canaries, raises as usual.
+    """
+
+    def wrap(check: Check) -> Check:
+        @functools.wraps(check)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if LEDGER.depth:
+                return check(*args, **kwargs)
+            with LEDGER.inside_check():
+                try:
+                    return check(*args, **kwargs)
+                except ExerciseError as failure:
+                    if not LEDGER.keep_going:
+                        raise
+                    message = str(failure)
+                    print(textwrap.fill(f"❌ {message}", width=80, subsequent_indent="   "))
+                    if on_failure is not None:
+                        on_failure(check.__name__, str(kwargs.get("name", "")), message)
+                    return (args[0] if args else kwargs.get("actual")) if returns_input else None
+
+        return run  # type: ignore[return-value]
+
+    return wrap
 
 
 class ExerciseError(AssertionError):
@@ -57,6 +109,7 @@ def verdict(name: str, detail: str = "") -> None:
     print(textwrap.fill(line, width=80, subsequent_indent="   "))  # fits the website's column
 
 
+@graded_check()
 def check_function(namespace: Mapping[str, Any], name: str) -> Callable[..., Any]:
     """Return the callable ``name`` from ``namespace`` (usually ``globals()``), or explain its absence."""
     if name not in namespace:
@@ -67,6 +120,7 @@ def check_function(namespace: Mapping[str, Any], name: str) -> Callable[..., Any
     return candidate
 
 
+@graded_check(returns_input=True)
 def check_tensor(
     actual: object,
     *,
@@ -105,6 +159,7 @@ def check_tensor(
     return actual
 
 
+@graded_check()
 def check_close(
     actual: object,
     expected: torch.Tensor,
@@ -144,6 +199,7 @@ def refuse_tensor_subclass(actual: object, name: str) -> None:
         )
 
 
+@graded_check()
 def check_equal(actual: object, expected: object, *, name: str) -> None:
     """Check a plain Python value (a stride tuple, a label, a count) for equality."""
     if isinstance(expected, tuple) and isinstance(actual, (list, torch.Size)):
