@@ -66,7 +66,9 @@ Builder = Callable[[nbformat.NotebookNode, dict[str, str], dict[str, str]], nbfo
 Arrange = Callable[[Path, Path, str], None]
 
 #: What the grader's report must say of a cheat graded with the policy off (runtime defences only).
-RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes", "exhaust_the_machine": "killed_processes"}
+#: Exhausting the machine ends one of two ways, by timing: the grader kills the processes the kernel left, or
+#: the kernel dies first (no thread can start past the process limit) and its PID namespace takes them along.
+RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes", "exhaust_the_machine": "killed_processes or stopped"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ class HostileCase:
     build: Builder
     #: test cell grade_ids in notebook order -> score each must get ("full" or 0)
     expect: Callable[[list[str]], dict[str, str | int]]
-    #: what the grader's report must say (a truthy field of ptgrader-report.json), "" when nothing
+    #: what the grader's report must say (a truthy field of ptgrader-report.json, or either of two joined by
+    #: " or "), "" when nothing
     flag: str
     policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
     #: what the submission folder becomes once the notebook is written (a link, a FIFO, an odd name), or None

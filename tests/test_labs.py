@@ -236,7 +236,10 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
     assert got == wanted, f"{case.student}: scores (cell: got) {got}, expected {wanted}"
     report = outcome.reports.get(case.student, {})
     if case.flag:
-        assert report.get(case.flag), f"{case.student}: the grading report does not say '{case.flag}': {report}"
+        assert any(report.get(flag) for flag in case.flag.split(" or ")), (
+            f"{case.student}: the grading report does not say '{case.flag}': {report}"
+        )
+        assert not report.get("survivors"), f"{case.student}: processes survived the kernel: {report['survivors']}"
     size = outcome.notebook_bytes.get(case.student, 0)
     assert size < MAX_GRADED_NOTEBOOK_BYTES, f"{case.student}: the graded notebook holds {size} bytes of output"
 
