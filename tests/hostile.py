@@ -5,8 +5,8 @@ other kind: a student who tries to get marks without the work, or a notebook tha
 grading run. Each case builds a submission from the lab's release and says what every graded
 part must score:
 
-- a **cheat** starts from wrong answers (the first wrong-answer fixture of every part, each of
-  which loses its part when graded honestly) and adds the cheating code as a cell of its own
+- a **cheat** starts from wrong answers (the first wrong-answer fixture of every part whose outputs
+  are wrong, each of which loses its whole part when graded honestly) and adds the cheating code as a cell of its own
   (tests/fixtures/hostile/<name>.py, or .ipy when it uses magics). It must score zero everywhere: with the course's code
   policy on (the documented configuration) the grades are withheld before anything runs; with the
   policy off, the jail and the runtime defences alone (held checks, canaries, completion tokens,
