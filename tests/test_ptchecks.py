@@ -146,7 +146,7 @@ def test_complete_prints_the_token_only_after_a_clean_full_run(capsys: pytest.Ca
         grading.complete("test_x", "tok", 1)
     grading.begin("test_x")
     LEDGER.keep_going = False  # a student's code that turned keep-going off, and caught the failure
-    with pytest.raises(ExerciseError, match="1 check\\(s\\) failed and were caught"):
+    with pytest.raises(ExerciseError, match="1 check\\(s\\) failed in this cell"):
         try:
             grading.check_true(False, name="b", why="hidden")
         except ExerciseError:

@@ -398,7 +398,7 @@ def complete(test_id: str, token: str, expected_checks: int) -> None:
     if problems:
         raise GraderTampered(f"{test_id}: the grader was tampered with: " + "; ".join(problems))
     if failures:
-        raise ExerciseError(f"{test_id}: {len(failures)} check(s) failed and were caught: {failures[0]}")
+        raise ExerciseError(f"{test_id}: {len(failures)} check(s) failed in this cell (the first: {failures[0]})")
     if expected_checks >= 0 and passes != expected_checks:
         raise ExerciseError(f"{test_id}: {passes} check(s) passed, the reference solution passes {expected_checks}")
     print(COMPLETION_FORMAT.format(test_id=test_id, token=token))
