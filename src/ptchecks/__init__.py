@@ -43,8 +43,10 @@ from ptlabs import checks as _checks
 from ptlabs.checks import LEDGER, ExerciseError, graded_check, verdict
 
 __all__ = [
+    "Domain",
     "TorchCallCounter",
     "begin",
+    "call",
     "canaries",
     "check_close",
     "check_equal",
@@ -55,6 +57,7 @@ __all__ = [
     "complete",
     "count_hooks",
     "emit",
+    "emit_tree",
 ]
 
 #: The line the autograder looks for at the end of a graded test cell.
@@ -231,12 +234,15 @@ def _namespaces() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "ptlabs", vars(ptlabs)
     yield "ptlabs.checks", vars(_checks)
     yield "ptchecks", vars(sys.modules[__name__])
+    yield "ptchecks.domain", vars(domain)
+    yield "ptchecks.domain.Domain", vars(Domain)
+    yield "ptchecks.contract", vars(contract)
 
 
 #: The classes through which torch.testing.assert_close compares values.
 _COMPARISON_PAIRS = ("Pair", "TensorLikePair", "NumberPair", "BooleanPair", "NonePair", "ObjectPair")
 #: Namespaces of classes: unlike a module's, they gain no entries on their own.
-_CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module",
+_CLASSES = {"torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "ptchecks.domain.Domain",
             *(f"torch.testing._comparison.{pair}" for pair in _COMPARISON_PAIRS)}
 
 # Names that the runtime itself rebinds between cells: IPython's builtin trap swaps these in and out,
@@ -515,6 +521,31 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
 
         display({OUTPUT_MIME: payload}, raw=True)
 
+
+def emit_tree(name: str, value: Any) -> None:
+    """:func:`emit` a result that may hold tensors: each tensor in a list, tuple or dict on its own.
+
+    A tensor on the ``meta`` device has no values, so its shape and dtype go as JSON. The
+    container's exact types travel with :func:`call`'s contract (``returns``).
+    """
+    if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            emit(name, {"meta tensor": [list(value.shape), str(value.dtype)]})
+        else:
+            emit(name, value)
+    elif isinstance(value, (list, tuple, dict)) and any(
+            isinstance(leaf, torch.Tensor) for _, leaf in contract._leaves(value, "")):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            emit_tree(f"{name}[{key!r}]", item)
+    else:
+        emit(name, value)
+
+
+# The seeded domains and the contract harness (imported here, after emit, which they call).
+from ptchecks import contract, domain  # noqa: E402
+from ptchecks.contract import call  # noqa: E402
+from ptchecks.domain import Domain  # noqa: E402
 
 # Last, so that the record includes every function above (and the record itself).
 _SNAPSHOT = _Snapshot()

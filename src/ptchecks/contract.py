@@ -1,0 +1,220 @@
+"""One contract harness for every function-style lab part: what a call must leave as it found it.
+
+A part's numbers can be right while its function breaks a promise the text makes: it changes the
+caller's tensor in place, returns the caller's own list, returns a tuple where a list was asked
+for, leaves gradients switched off, draws from the global random generator, or keeps state
+between calls. Checking each promise by hand in each part left gaps. :func:`call` runs the
+student's function twice on the same inputs and sends what it saw as one output, compared
+outside the kernel with what the reference solution's run saw on the same inputs: the
+reference is the specification, so no part needs to restate its contract in code.
+
+What :func:`call` observes (the keys of the output it sends):
+
+- ``returns``: the exact types of the result, all the way down (a tuple is not a list, an int
+  neither a float nor a bool, a tensor's dtype and device type included);
+- ``inputs changed``: which arguments differ after the first call, in values (``nan`` equal to
+  ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
+  module, its state (non-persistent buffers too), ``training`` flags, hooks and ``requires_grad``;
+  for a list or dict, its items;
+- ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
+  own list);
+- ``second call``: whether calling again on the same inputs gives the same result;
+- ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype and
+  deterministic algorithms, compared before and after each call;
+- ``global RNG drawn``: whether the global generator moved (a part that takes a generator, or
+  none at all, must not draw from it);
+- ``after an interrupt`` (with ``interrupt=``): which modes, ``training`` flags, hooks and
+  ``requires_grad`` flags stay changed when a module inside the call raises ``KeyboardInterrupt``,
+  and whether the interrupt reached the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = ["call", "type_tree"]
+
+
+def type_tree(value: object) -> object:
+    """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``."""
+    if isinstance(value, torch.Tensor):
+        return f"{type(value).__name__}({str(value.dtype).removeprefix('torch.')}, {value.device.type})"
+    if isinstance(value, (list, tuple)):
+        return {type(value).__name__: [type_tree(item) for item in value]}
+    if isinstance(value, dict):
+        return {type(value).__name__: [[repr(key), type_tree(item)] for key, item in value.items()]}
+    return type(value).__name__
+
+
+def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
+    """Every argument and everything inside it a call could change, with a readable path."""
+    yield path, value
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{index}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}[{key!r}]")
+
+
+def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
+    """What a caller can see of a tensor: its values (none on ``meta``), layout, version and gradient."""
+    values = None if tensor.is_meta else tensor.detach().clone()
+    grad = None if tensor.grad is None else _tensor_state(tensor.grad)
+    return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
+            tensor._version, tensor.requires_grad, grad)
+
+
+def _module_state(module: torch.nn.Module) -> tuple[object, ...]:
+    """A module's parameters and buffers (persistent or not), training flags, hooks and gradients."""
+    tensors = [(name, _tensor_state(t)) for name, t in (*module.named_parameters(), *module.named_buffers())]
+    flags = [(name, sub.training) for name, sub in module.named_modules()]
+    return (tensors, flags, _hook_count(module))
+
+
+def _hook_count(module: torch.nn.Module) -> int:
+    attributes = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+                  "_state_dict_hooks", "_load_state_dict_pre_hooks")
+    tensor_hooks = sum(len(getattr(t, "_backward_hooks", None) or {}) for t in module.parameters())
+    return sum(len(getattr(sub, name, {})) for sub in module.modules() for name in attributes) + tensor_hooks
+
+
+def _state(value: object) -> object:
+    """A comparable record of one argument (or item): None for what a call cannot change."""
+    if isinstance(value, torch.Tensor):
+        return _tensor_state(value)
+    if isinstance(value, torch.nn.Module):
+        return _module_state(value)
+    if isinstance(value, (list, dict)):
+        return (type(value), len(value), [id(item) for item in (value.values() if isinstance(value, dict) else value)])
+    return None
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal records: tensors exactly, ``nan`` equal to ``nan``."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and a.device == b.device
+                and (a.is_meta or bool(torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                                              and torch.equal(a.nan_to_num(), b.nan_to_num())))))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[key], b[key]) for key in a)
+    return type(a) is type(b) and a == b
+
+
+def _records(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, object]:
+    arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
+    return {path: _state(leaf) for name, value in arguments.items() for path, leaf in _leaves(value, name)}
+
+
+def _modes() -> dict[str, object]:
+    """The process-wide settings a function must leave as it found them."""
+    return {
+        "grad mode": torch.is_grad_enabled(),
+        "inference mode": torch.is_inference_mode_enabled(),
+        "autocast (cpu)": (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")),
+        "autocast (cuda)": (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")),
+        "default dtype": torch.get_default_dtype(),
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def _changed(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    return [key for key in before if not _same(before[key], after.get(key))]
+
+
+def _aliases(result: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """The arguments (or their items) that the result is, or shares a storage with."""
+    arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
+    inputs = [(path, leaf) for name, value in arguments.items() for path, leaf in _leaves(value, name)]
+    found = []
+    for _, out in _leaves(result, "result"):
+        for path, leaf in inputs:
+            if out is leaf and isinstance(leaf, (list, dict, torch.Tensor, torch.nn.Module)):
+                found.append(f"is {path}")
+            elif (isinstance(out, torch.Tensor) and isinstance(leaf, torch.Tensor) and not out.is_meta
+                  and out.untyped_storage().nbytes() and out.untyped_storage().data_ptr() == leaf.untyped_storage().data_ptr()):
+                found.append(f"shares memory with {path}")
+    return sorted(set(found))
+
+
+def _rng_state() -> list[torch.Tensor]:
+    states = [torch.get_rng_state()]
+    if torch.cuda.is_available():
+        states += torch.cuda.get_rng_state_all()
+    return states
+
+
+class _Interrupt(KeyboardInterrupt):
+    """Raised inside the call by :func:`call`'s ``interrupt=`` module."""
+
+
+def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any], root: torch.nn.Module | None) -> dict[str, object]:
+    """Call ``function`` with ``module``'s forward raising KeyboardInterrupt: what stays changed."""
+
+    def stop(*_: object) -> None:
+        raise _Interrupt
+
+    watched = root if root is not None else module
+    before = (_modes(), [(n, m.training) for n, m in watched.named_modules()],
+              [p.requires_grad for p in watched.parameters()])
+    handle = module.register_forward_pre_hook(stop)
+    hooks_before = _hook_count(watched)
+    reached = False
+    try:
+        function(*args, **kwargs)
+    except _Interrupt:
+        reached = True
+    finally:
+        hooks_after = _hook_count(watched)
+        handle.remove()
+    after = (_modes(), [(n, m.training) for n, m in watched.named_modules()],
+             [p.requires_grad for p in watched.parameters()])
+    return {
+        "interrupt reached the caller": reached,
+        "modes changed": _changed(before[0], after[0]),
+        "training flags changed": before[1] != after[1],
+        "requires_grad changed": before[2] != after[2],
+        "hooks left behind": hooks_after - hooks_before,
+    }
+
+
+def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
+         interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
+         **kwargs: Any) -> Any:
+    """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
+
+    The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
+    by item; anything else as JSON), and what the call did under ``"<label>: contract"`` (the
+    module docstring lists it). With ``interrupt``, a third call runs with that module raising
+    ``KeyboardInterrupt`` from inside, and what it left behind on ``interrupt_root`` (or on the
+    module) is sent too. An exception from the first call propagates: the test cell stops there.
+    ``view_allowed`` is for a part whose text lets the result be a view of an input or a new
+    tensor: then ``aliases`` is not sent.
+    """
+    from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
+
+    records, modes, rng = _records(args, kwargs), _modes(), _rng_state()
+    first = function(*args, **kwargs)
+    after_first, modes_first, rng_first = _records(args, kwargs), _modes(), _rng_state()
+    second = function(*args, **kwargs)
+    contract: dict[str, object] = {
+        "returns": type_tree(first),
+        "inputs changed": _changed(records, after_first),
+        "second call": "same result" if _same(first, second) else "a different result",
+        "modes changed": sorted(set(_changed(modes, modes_first) + _changed(modes_first, _modes()))),
+        "global RNG drawn": not _same(rng, rng_first),
+    }
+    if not view_allowed:
+        contract["aliases"] = _aliases(first, args, kwargs)
+    if interrupt is not None:
+        contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
+    emit_tree(label, first)
+    emit_tree(f"{label}: contract", contract)
+    return first

@@ -1,0 +1,226 @@
+"""Seeded inputs over a lab part's whole domain: its edge families crossed with dtypes, layouts and sizes.
+
+A hidden test that samples a handful of hand-picked inputs leaves gaps between them, and a wrong
+answer that a student could plausibly write lives in those gaps (a ``view`` that works only on
+contiguous inputs, a sum that promotes int32 to int64, a formula that turns one ``inf`` into a
+column of ``nan``). A part's text states its domain in a fixed vocabulary (:data:`FAMILIES`); its
+hidden test declares the same families in a :class:`Domain`, and :meth:`Domain.cases` yields
+inputs that cover every family and every pair of families from different factors (dtype, layout,
+size, values, device) at least once. The repository's tests hold the text and the declaration
+equal, so nothing outside the text is graded and everything in it is.
+
+The values come from :func:`torch.testing.make_tensor`, under a seed of the test's own and with
+the global random state restored afterwards (:func:`torch.random.fork_rng`): the reference
+solution's run and the student's see the same inputs, and a student's function that draws from
+the global generator can still be caught by :func:`ptchecks.call`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["FAMILIES", "Case", "Domain"]
+
+#: The layouts a part may accept beyond a contiguous tensor.
+LAYOUTS = ("non-contiguous", "permuted")
+#: Size classes: a dimension of size 0, or of size 1.
+SIZES = ("empty", "size-1")
+#: Value families: ``inf``, ``-inf`` and ``nan`` among the values (floating dtypes only), and values
+#: drawn from {-2, ..., 2}, so that exact zeros and ties are everywhere.
+VALUES = ("inf/nan", "ties")
+#: Devices beyond the lab's own: ``meta`` tensors have a shape and a dtype but no values.
+DEVICES = ("meta",)
+#: Module structures a part may name: each hidden test builds them itself and names each one it
+#: built through :meth:`Domain.structure`.
+STRUCTURES = (
+    "shared module",  # one module object reachable under two names (or requested twice)
+    "tied weight",  # one Parameter in two modules
+    "special root",  # the root module is itself the kind of module the part treats specially
+    "nested child",  # a child that runs inside another child's forward
+    "skipped child",  # a child that one forward call does not run
+    "stale gradients",  # parameters that hold gradients from an earlier step
+    "non-persistent buffer",  # a buffer left out of the state_dict
+    "0-d parameter",  # a parameter (or a sample, a gradient) of shape ()
+    "gradual unfreezing",  # parameters frozen, then unfrozen between calls
+)
+#: The dtypes a part may name.
+DTYPES = {
+    str(dtype).removeprefix("torch."): dtype
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                  torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)
+}
+#: Every word a part's "Domain" text may use, in backticks, and a hidden test's Domain may declare.
+FAMILIES = frozenset({*LAYOUTS, *SIZES, *VALUES, *DEVICES, *STRUCTURES, *DTYPES})
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated input's recipe: a dtype, a layout, a size class, a value family and a device."""
+
+    dtype: torch.dtype
+    layout: str  # "contiguous" or one of LAYOUTS
+    size: tuple[str, int]  # ("base", -1), or (a SIZES class, the dimension it applies to)
+    values: str  # "random" or one of VALUES
+    device: str  # "lab" (the Domain's device) or one of DEVICES
+    seed: int
+
+    @property
+    def label(self) -> str:
+        """A short, unique description, used to name what a hidden test emits for this case."""
+        parts = [str(self.dtype).removeprefix("torch.")]
+        if self.layout != "contiguous":
+            parts.append(self.layout)
+        if self.size[0] != "base":
+            parts.append(f"{self.size[0]} dim {self.size[1]}")
+        if self.values != "random":
+            parts.append(self.values)
+        if self.device != "lab":
+            parts.append(self.device)
+        return ", ".join(parts)
+
+    @property
+    def families(self) -> frozenset[str]:
+        """The families of :data:`FAMILIES` this case exercises."""
+        named = {str(self.dtype).removeprefix("torch."), self.layout, self.size[0], self.values, self.device}
+        return frozenset(named & FAMILIES)
+
+    def shape(self, base: Sequence[int]) -> tuple[int, ...]:
+        """``base`` with this case's size class applied (one dimension set to 0 or 1)."""
+        shape = list(base)
+        kind, dim = self.size
+        if kind != "base":
+            shape[dim] = 0 if kind == "empty" else 1
+        return tuple(shape)
+
+
+class Domain:
+    """The families a part's hidden test covers, and the seeded cases that cover them.
+
+    ``dtypes`` is every dtype the text names (the first is the base case's); ``layouts``,
+    ``sizes``, ``values`` and ``devices`` are the families beyond a contiguous tensor of the base
+    shape with random finite values on the lab's ``device``.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        device: torch.device | str,
+        dtypes: Sequence[torch.dtype],
+        layouts: Sequence[str] = (),
+        sizes: Sequence[str] = (),
+        values: Sequence[str] = (),
+        devices: Sequence[str] = (),
+        structures: Sequence[str] = (),
+    ) -> None:
+        for given, allowed, what in ((layouts, LAYOUTS, "layout"), (sizes, SIZES, "size class"),
+                                     (values, VALUES, "value family"), (devices, DEVICES, "device"),
+                                     (structures, STRUCTURES, "module structure")):
+            unknown = set(given) - set(allowed)
+            if unknown:
+                raise ValueError(f"unknown {what} {sorted(unknown)}; choose from {list(allowed)}")
+        if not dtypes:
+            raise ValueError("a Domain needs at least one dtype")
+        self.seed = seed
+        self.device = torch.device(device)
+        self.dtypes = tuple(dtypes)
+        self.layouts, self.sizes, self.values, self.devices = tuple(layouts), tuple(sizes), tuple(values), tuple(devices)
+        self.structures = tuple(structures)
+        self._draws = 0
+
+    @property
+    def families(self) -> frozenset[str]:
+        """Every family this domain declares: what its part's text must name, no more and no less."""
+        names = {str(dtype).removeprefix("torch.") for dtype in self.dtypes}
+        return frozenset(names | {*self.layouts, *self.sizes, *self.values, *self.devices, *self.structures})
+
+    def structure(self, name: str) -> str:
+        """``name``, a module structure this domain declares: the label of the case that builds it.
+
+        The repository's tests read these calls in each hidden test, and hold them equal to the
+        structures declared (every one built, none undeclared).
+        """
+        if name not in self.structures:
+            raise ValueError(f"{name!r} is not a module structure this Domain declares: {list(self.structures)}")
+        return name
+
+    def cases(self, base_shape: Sequence[int], *, fixed_dims: Sequence[int] = ()) -> list[Case]:
+        """Cases covering every family, and every pair of levels of two factors, at least once.
+
+        ``fixed_dims`` are dimensions the size classes leave alone (one tied to another input's
+        size, or one the text says is at least 2). The choice is greedy and deterministic: the
+        candidate that covers the most uncovered pairs first, ties broken in a fixed order.
+        """
+        fixed = {dim % len(base_shape) for dim in fixed_dims} if base_shape else set()
+        free_dims = [dim for dim in range(len(base_shape)) if dim not in fixed]
+        factors: list[list[object]] = [
+            list(self.dtypes),
+            ["contiguous", *self.layouts],
+            [("base", -1), *[(kind, dim) for kind in self.sizes for dim in free_dims]],
+            ["random", *self.values],
+            ["lab", *self.devices],
+        ]
+        candidates = {combo: _pairs(combo) for combo in itertools.product(*factors) if _allowed(combo)}
+        needed = set().union(*candidates.values())
+        chosen: list[tuple[object, ...]] = []
+        while needed:
+            best = max(candidates, key=lambda combo: len(candidates[combo] & needed))
+            chosen.append(best)
+            needed -= candidates.pop(best)
+        return [Case(*combo, seed=self.seed * 1000 + index) for index, combo in enumerate(chosen)]  # type: ignore[arg-type]
+
+    def make(self, case: Case, shape: Sequence[int], *, low: float | None = None, high: float | None = None,
+             dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A tensor of ``shape`` (a size class already applied, see :meth:`Case.shape`) as ``case`` says.
+
+        ``dtype`` overrides the case's (an index tensor beside a data tensor); ``low`` and ``high``
+        bound random values as :func:`torch.testing.make_tensor` does. The layout is made on the
+        target device, since moving a strided tensor makes it contiguous.
+        """
+        dtype = dtype or case.dtype
+        storage_shape = list(shape)
+        if case.layout == "permuted":
+            storage_shape.reverse()
+        elif case.layout == "non-contiguous" and storage_shape:
+            storage_shape[-1] *= 2
+        self._draws += 1  # two inputs of one case differ; the same test code draws in the same order
+        specials = case.values == "inf/nan" and dtype.is_floating_point and math.prod(shape) > 0
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(case.seed * 1000 + self._draws)
+            if case.values == "ties" and dtype is not torch.bool:
+                storage = torch.testing.make_tensor(storage_shape, dtype=torch.int64, device="cpu", low=-2, high=3)
+                storage = storage.to(dtype)
+            else:
+                storage = torch.testing.make_tensor(storage_shape, dtype=dtype, device="cpu", low=low, high=high)
+            spots = torch.randperm(math.prod(shape))[:3] if specials else None
+        if case.device == "meta":
+            storage = torch.empty(storage_shape, dtype=dtype, device="meta")
+        elif not (self.device.type == "mps" and dtype is torch.float64):  # mps has no float64
+            storage = storage.to(self.device)
+        tensor = storage
+        if case.layout == "permuted":
+            tensor = storage.permute(*reversed(range(storage.dim())))
+        elif case.layout == "non-contiguous" and storage.dim():
+            tensor = storage[..., ::2]
+        if spots is not None:
+            values = torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=dtype)[: spots.numel()]
+            tensor[torch.unravel_index(spots, tuple(shape))] = values.to(tensor.device)
+        return tensor
+
+def _allowed(combo: tuple[object, ...]) -> bool:
+    """Whether a combination makes sense: special values need a floating dtype and real values."""
+    dtype, _layout, _size, values, device = combo
+    if values == "inf/nan" and not dtype.is_floating_point:  # type: ignore[union-attr]
+        return False
+    return not (device == "meta" and values != "random")
+
+
+def _pairs(combo: tuple[object, ...]) -> frozenset[tuple[int, object, int, object]]:
+    """Every pair of (factor, level) in a combination: what pairwise coverage counts."""
+    return frozenset((i, combo[i], j, combo[j]) for i, j in itertools.combinations(range(len(combo)), 2))
+

@@ -1,0 +1,197 @@
+"""The contract harness (ptchecks.call) and the seeded domains (ptchecks.Domain) that every hidden test uses.
+
+Each promise the harness observes is shown to be seen on a function that breaks it, and not on
+one that keeps it; each domain is shown to cover every family it declares, and to give the
+reference's run and a student's the same inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import ptchecks
+from ptchecks import domain as domains
+
+
+def contract_of(function: Callable[..., Any], *args: Any, monkeypatch: pytest.MonkeyPatch,
+                **kwargs: Any) -> dict[str, Any]:
+    """What ptchecks.call sends as the contract of ``function`` on these inputs."""
+    sent: dict[str, Any] = {}
+    monkeypatch.setattr(ptchecks, "emit", lambda name, value, **_: sent.__setitem__(name, value))
+    ptchecks.call("f", function, *args, **kwargs)
+    return sent["f: contract"]
+
+
+def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(3, 4)
+    contract = contract_of(lambda t: t.t().reshape(2, 6), x, monkeypatch=monkeypatch)
+    assert contract == {"returns": "Tensor(float32, cpu)", "inputs changed": [], "aliases": [],
+                        "second call": "same result", "modes changed": [], "global RNG drawn": False}
+
+
+@pytest.mark.parametrize(
+    ("function", "key", "seen"),
+    [
+        (lambda t: t.add_(1), "inputs changed", ["argument 0"]),
+        (lambda t: t.unsqueeze_(0).squeeze(0), "inputs changed", ["argument 0"]),  # version and shape
+        (lambda t: t.requires_grad_(), "inputs changed", ["argument 0"]),
+        (lambda t: t.view(-1), "aliases", ["shares memory with argument 0"]),
+        (lambda t: t, "aliases", ["is argument 0"]),
+        (lambda t: (t.sum(),), "returns", {"tuple": ["Tensor(float32, cpu)"]}),
+        (lambda t: [t.sum()], "returns", {"list": ["Tensor(float32, cpu)"]}),
+        (lambda t: t.sum().item(), "returns", "float"),
+        (lambda t: t.to(torch.float64), "returns", "Tensor(float64, cpu)"),
+        (lambda t: t + torch.rand(()), "global RNG drawn", True),
+        (lambda t: torch.set_grad_enabled(False) and t, "modes changed", ["grad mode"]),
+        (lambda t: torch.set_default_dtype(torch.float64) or t * 2, "modes changed", ["default dtype"]),
+    ],
+)
+def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, seen: object,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        contract = contract_of(function, torch.ones(2, 3), monkeypatch=monkeypatch)
+    finally:
+        torch.set_grad_enabled(True)
+        torch.set_default_dtype(torch.float32)
+    assert contract[key] == seen
+
+
+def test_state_kept_between_calls_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def remembers(t: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return t * len(calls)
+
+    assert contract_of(remembers, torch.ones(2), monkeypatch=monkeypatch)["second call"] == "a different result"
+
+
+def test_nan_in_a_result_is_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.tensor([float("nan"), 1.0])
+    assert contract_of(lambda t: t * 2, x, monkeypatch=monkeypatch)["second call"] == "same result"
+
+
+def test_a_list_changed_in_place_and_a_module_changed_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = [torch.ones(1)]
+    assert contract_of(lambda xs: xs.append(torch.zeros(1)) or len(xs), items,
+                       monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    model[1].register_buffer("scratch", torch.zeros(1), persistent=False)
+    for change in (lambda m: m.eval(), lambda m: m[1].scratch.add_(1), lambda m: m[0].weight.requires_grad_(False),
+                   lambda m: m.register_forward_hook(lambda *a: None)):
+        model.train()
+        assert contract_of(lambda m, c=change: (c(m), None)[1], model,
+                           monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+
+
+def test_state_restored_only_on_exception_is_seen_after_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+
+    def evaluate_sloppily(m: torch.nn.Module) -> torch.Tensor:
+        m.eval()
+        try:
+            with torch.no_grad():
+                out = m(torch.ones(1, 2))
+        except Exception:
+            m.train()
+            raise
+        m.train()
+        return out
+
+    def evaluate(m: torch.nn.Module) -> torch.Tensor:
+        m.eval()
+        try:
+            with torch.no_grad():
+                return m(torch.ones(1, 2))
+        finally:
+            m.train()
+
+    sloppy = contract_of(evaluate_sloppily, model, interrupt=model[0], interrupt_root=model, monkeypatch=monkeypatch)
+    model.train()
+    careful = contract_of(evaluate, model, interrupt=model[0], interrupt_root=model, monkeypatch=monkeypatch)
+    assert sloppy["after an interrupt"]["training flags changed"] is True
+    assert careful["after an interrupt"] == {"interrupt reached the caller": True, "modes changed": [],
+                                             "training flags changed": False, "requires_grad changed": False,
+                                             "hooks left behind": 0}
+
+
+def test_a_result_holding_tensors_goes_item_by_item_and_meta_as_its_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: dict[str, Any] = {}
+    monkeypatch.setattr(ptchecks, "emit", lambda name, value, **_: sent.__setitem__(name, value))
+    ptchecks.emit_tree("r", (torch.ones(1), [torch.empty(2, 3, device="meta")], 4))
+    assert set(sent) == {"r[0]", "r[1][0]", "r[2]"}
+    assert sent["r[1][0]"] == {"meta tensor": [[2, 3], "torch.float32"]} and sent["r[2]"] == 4
+
+
+# ------------------------------------------------------------------------------------------ domains
+
+EVERYTHING = {"dtypes": (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8),
+              "layouts": domains.LAYOUTS, "sizes": domains.SIZES, "values": domains.VALUES, "devices": domains.DEVICES}
+
+
+def test_cases_cover_every_declared_family_and_every_pair_of_levels() -> None:
+    domain = ptchecks.Domain(seed=3, device="cpu", **EVERYTHING)
+    cases = domain.cases((2, 3, 4))
+    assert set().union(*(case.families for case in cases)) == domain.families
+    seen = {(case.dtype, case.layout, case.size) for case in cases}
+    for dtype, layout in itertools.product(EVERYTHING["dtypes"], ("contiguous", *domains.LAYOUTS)):
+        assert any(d == dtype and lay == layout for d, lay, _ in seen)
+    assert len({case.label for case in cases}) == len(cases)
+
+
+def test_nothing_undeclared_is_generated() -> None:
+    domain = ptchecks.Domain(seed=3, device="cpu", dtypes=(torch.float32,), sizes=("size-1",))
+    cases = domain.cases((2, 3))
+    assert {case.label for case in cases} == {"float32", "float32, size-1 dim 0", "float32, size-1 dim 1"}
+    with pytest.raises(ValueError, match="unknown layout"):
+        ptchecks.Domain(seed=1, device="cpu", dtypes=(torch.float32,), layouts=("sparse",))
+
+
+def test_fixed_dimensions_keep_their_size() -> None:
+    domain = ptchecks.Domain(seed=3, device="cpu", dtypes=(torch.float32,), sizes=("empty",))
+    assert {case.shape((2, 3, 4)) for case in domain.cases((2, 3, 4), fixed_dims=(-1,))} == {
+        (2, 3, 4), (0, 3, 4), (2, 0, 4)}
+
+
+@pytest.mark.parametrize(("layout", "contiguous"), [("contiguous", True), ("non-contiguous", False), ("permuted", False)])
+def test_made_tensors_have_the_case_s_layout_dtype_and_values(layout: str, contiguous: bool) -> None:
+    domain = ptchecks.Domain(seed=5, device="cpu", dtypes=(torch.float16,), values=("inf/nan",),
+                             layouts=tuple(x for x in domains.LAYOUTS if x == layout))
+    case = next(c for c in domain.cases((3, 4)) if c.layout == layout and c.values == "inf/nan")
+    tensor = domain.make(case, (3, 4))
+    assert (tensor.shape, tensor.dtype, tensor.is_contiguous()) == ((3, 4), torch.float16, contiguous)
+    assert tensor.isinf().sum() == 2 and tensor.isnan().sum() == 1
+
+
+def test_ties_are_small_integers_and_meta_has_no_values() -> None:
+    domain = ptchecks.Domain(seed=5, device="cpu", dtypes=(torch.float32, torch.int16), values=("ties",),
+                             devices=("meta",))
+    cases = domain.cases((50,))
+    ties = domain.make(next(c for c in cases if c.values == "ties"), (50,))
+    assert set(ties.tolist()) <= {-2, -1, 0, 1, 2} and len(set(ties.tolist())) > 2
+    assert domain.make(next(c for c in cases if c.device == "meta"), (4,)).is_meta
+
+
+def test_the_same_seed_and_order_give_the_same_inputs_and_leave_the_global_generator_alone() -> None:
+    state = torch.get_rng_state()
+    runs = []
+    for _ in range(2):
+        domain = ptchecks.Domain(seed=9, device="cpu", dtypes=(torch.float32, torch.int32))
+        runs.append([domain.make(case, (3,)) for case in domain.cases((3,)) for _ in range(2)])
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
+    assert not torch.equal(runs[0][0], runs[0][1])  # two inputs of one case differ
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_a_structure_is_named_only_when_declared() -> None:
+    domain = ptchecks.Domain(seed=1, device="cpu", dtypes=(torch.float32,), structures=("tied weight",))
+    assert domain.structure("tied weight") == "tied weight" and "tied weight" in domain.families
+    with pytest.raises(ValueError, match="not a module structure this Domain declares"):
+        domain.structure("shared module")
+    with pytest.raises(ValueError, match="unknown module structure"):
+        ptchecks.Domain(seed=1, device="cpu", dtypes=(torch.float32,), structures=("a forest",))
