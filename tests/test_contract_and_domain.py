@@ -195,3 +195,15 @@ def test_a_structure_is_named_only_when_declared() -> None:
         domain.structure("shared module")
     with pytest.raises(ValueError, match="unknown module structure"):
         ptchecks.Domain(seed=1, device="cpu", dtypes=(torch.float32,), structures=("a forest",))
+
+
+def test_nonempty_dimensions_may_be_one_but_never_zero_and_index_tensors_keep_their_range() -> None:
+    domain = ptchecks.Domain(seed=3, device="cpu", dtypes=(torch.float32,), sizes=("empty", "size-1"),
+                             values=("ties", "inf/nan"))
+    cases = domain.cases((2, 3), nonempty_dims=(1,))
+    assert {case.shape((2, 3)) for case in cases} == {(2, 3), (0, 3), (1, 3), (2, 1)}
+    for case in cases:
+        lengths = domain.make(case, (40,), dtype=torch.int64, low=1, high=4, index=True)
+        assert lengths.min() >= 1 and lengths.max() <= 3
+    with pytest.raises(ValueError, match="no tensor cases"):
+        ptchecks.Domain(seed=3, device="cpu", dtypes=(), sizes=("empty",)).cases((2,))

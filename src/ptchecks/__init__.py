@@ -522,7 +522,7 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
         display({OUTPUT_MIME: payload}, raw=True)
 
 
-def emit_tree(name: str, value: Any) -> None:
+def emit_tree(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
     """:func:`emit` a result that may hold tensors: each tensor in a list, tuple or dict on its own.
 
     A tensor on the ``meta`` device has no values, so its shape and dtype go as JSON. The
@@ -532,12 +532,12 @@ def emit_tree(name: str, value: Any) -> None:
         if value.is_meta:
             emit(name, {"meta tensor": [list(value.shape), str(value.dtype)]})
         else:
-            emit(name, value)
+            emit(name, value, rtol=rtol, atol=atol)
     elif isinstance(value, (list, tuple, dict)) and any(
             isinstance(leaf, torch.Tensor) for _, leaf in contract._leaves(value, "")):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
-            emit_tree(f"{name}[{key!r}]", item)
+            emit_tree(f"{name}[{key!r}]", item, rtol=rtol, atol=atol)
     else:
         emit(name, value)
 

@@ -187,7 +187,7 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
 
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
-         **kwargs: Any) -> Any:
+         rtol: float | None = None, atol: float | None = None, **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
@@ -196,7 +196,9 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     ``KeyboardInterrupt`` from inside, and what it left behind on ``interrupt_root`` (or on the
     module) is sent too. An exception from the first call propagates: the test cell stops there.
     ``view_allowed`` is for a part whose text lets the result be a view of an input or a new
-    tensor: then ``aliases`` is not sent.
+    tensor: then ``aliases`` is not sent. ``rtol`` and ``atol`` (both or neither) widen the
+    comparison of the result's tensors, for an operation whose rounding depends on the order of a
+    sum (the text states them).
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
@@ -215,6 +217,6 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         contract["aliases"] = _aliases(first, args, kwargs)
     if interrupt is not None:
         contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
-    emit_tree(label, first)
+    emit_tree(label, first, rtol=rtol, atol=atol)
     emit_tree(f"{label}: contract", contract)
     return first

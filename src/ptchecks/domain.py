@@ -124,8 +124,6 @@ class Domain:
             unknown = set(given) - set(allowed)
             if unknown:
                 raise ValueError(f"unknown {what} {sorted(unknown)}; choose from {list(allowed)}")
-        if not dtypes:
-            raise ValueError("a Domain needs at least one dtype")
         self.seed = seed
         self.device = torch.device(device)
         self.dtypes = tuple(dtypes)
@@ -149,19 +147,27 @@ class Domain:
             raise ValueError(f"{name!r} is not a module structure this Domain declares: {list(self.structures)}")
         return name
 
-    def cases(self, base_shape: Sequence[int], *, fixed_dims: Sequence[int] = ()) -> list[Case]:
+    def cases(self, base_shape: Sequence[int], *, fixed_dims: Sequence[int] = (),
+              nonempty_dims: Sequence[int] = ()) -> list[Case]:
         """Cases covering every family, and every pair of levels of two factors, at least once.
 
         ``fixed_dims`` are dimensions the size classes leave alone (one tied to another input's
-        size, or one the text says is at least 2). The choice is greedy and deterministic: the
-        candidate that covers the most uncovered pairs first, ties broken in a fixed order.
+        size, or one the text says is at least 2); ``nonempty_dims`` may be 1 but never 0. The
+        choice is greedy and deterministic: the candidate that covers the most uncovered pairs
+        first, ties broken in a fixed order. A domain without dtypes has no tensor cases (a part
+        whose inputs are Python values generates its own, and declares its size families here).
         """
-        fixed = {dim % len(base_shape) for dim in fixed_dims} if base_shape else set()
-        free_dims = [dim for dim in range(len(base_shape)) if dim not in fixed]
+        if not self.dtypes:
+            raise ValueError("this Domain declares no dtype, so it has no tensor cases")
+        rank = len(base_shape)
+        fixed = {dim % rank for dim in fixed_dims} if rank else set()
+        nonempty = fixed | ({dim % rank for dim in nonempty_dims} if rank else set())
+        sizes = [(kind, dim) for kind in self.sizes for dim in range(rank)
+                 if dim not in (nonempty if kind == "empty" else fixed)]
         factors: list[list[object]] = [
             list(self.dtypes),
             ["contiguous", *self.layouts],
-            [("base", -1), *[(kind, dim) for kind in self.sizes for dim in free_dims]],
+            [("base", -1), *sizes],
             ["random", *self.values],
             ["lab", *self.devices],
         ]
@@ -175,24 +181,26 @@ class Domain:
         return [Case(*combo, seed=self.seed * 1000 + index) for index, combo in enumerate(chosen)]  # type: ignore[arg-type]
 
     def make(self, case: Case, shape: Sequence[int], *, low: float | None = None, high: float | None = None,
-             dtype: torch.dtype | None = None) -> torch.Tensor:
+             dtype: torch.dtype | None = None, index: bool = False) -> torch.Tensor:
         """A tensor of ``shape`` (a size class already applied, see :meth:`Case.shape`) as ``case`` says.
 
-        ``dtype`` overrides the case's (an index tensor beside a data tensor); ``low`` and ``high``
-        bound random values as :func:`torch.testing.make_tensor` does. The layout is made on the
-        target device, since moving a strided tensor makes it contiguous.
+        ``dtype`` overrides the case's; ``low`` and ``high`` bound random values as
+        :func:`torch.testing.make_tensor` does (``high`` excluded). An ``index`` tensor (lengths,
+        ids) takes the case's layout and device but never its value family. The layout is made
+        on the target device, since moving a strided tensor makes it contiguous.
         """
         dtype = dtype or case.dtype
+        family = "random" if index else case.values
         storage_shape = list(shape)
         if case.layout == "permuted":
             storage_shape.reverse()
         elif case.layout == "non-contiguous" and storage_shape:
             storage_shape[-1] *= 2
         self._draws += 1  # two inputs of one case differ; the same test code draws in the same order
-        specials = case.values == "inf/nan" and dtype.is_floating_point and math.prod(shape) > 0
+        specials = family == "inf/nan" and dtype.is_floating_point and math.prod(shape) > 0
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(case.seed * 1000 + self._draws)
-            if case.values == "ties" and dtype is not torch.bool:
+            if family == "ties" and dtype is not torch.bool:
                 storage = torch.testing.make_tensor(storage_shape, dtype=torch.int64, device="cpu", low=-2, high=3)
                 storage = storage.to(dtype)
             else:
