@@ -71,6 +71,21 @@ def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_ru
     assert any(found in loop for loop in loops), loops
 
 
+def test_a_local_rebound_elsewhere_is_not_recursion_nor_a_use() -> None:
+    """An honest notebook: another part's function rebinds its own locals (``shape = tuple(shape)``), and the
+    function under the rule reads ``values.shape``. Neither is the other's, and nothing calls itself."""
+    cells = {
+        3: VECTORISED.replace("return", "width = v.shape[1]\n    return"),
+        6: "def expand_strides(shape, stride, target):\n    shape = (1,) * (len(target) - len(shape)) + tuple(shape)\n"
+           "    n_new = len(shape)\n    n_new = n_new - len(stride)\n    return tuple(shape)",
+        7: "shape = [d for d in (2, 3)]  # a module-level variable, read by no function",
+    }
+    assert python_loops(cells, "segment_sum") == []
+    global_helper = "def setup():\n    global rows\n    rows = lambda v: [r for r in v]\n"
+    cells = {3: global_helper + "def segment_sum(v, ids, n):\n    return rows(v)"}
+    assert any("a comprehension in rows" in loop for loop in python_loops(cells, "segment_sum"))
+
+
 def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
     cells = {
         3: VECTORISED,

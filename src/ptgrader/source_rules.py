@@ -74,15 +74,36 @@ def _bound_names(node: ast.AST) -> list[str]:
     return [name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)]
 
 
+def _bindings(node: ast.AST, in_function: bool = False, declared_global: frozenset[str] = frozenset()
+              ) -> Iterator[tuple[ast.AST, frozenset[str] | None]]:
+    """(node, the names it may bind, None for all) of every binding other code can reach by name.
+
+    Every ``def`` and ``class``, at any depth (under an ``if``, in a class, in another function);
+    assignments and imports only where they bind a name another function reads: outside any function,
+    or declared ``global`` there. A function's locals (``shape = tuple(shape)``) are its own: its body
+    is read as part of it, and a local named like another function's attribute is not that function.
+    """
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield child, None
+            names = frozenset(name for inner in ast.walk(child) if isinstance(inner, ast.Global) for name in inner.names)
+            yield from _bindings(child, True, names)
+            continue
+        if isinstance(child, ast.ClassDef):
+            yield child, None
+        elif isinstance(child, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)):
+            yield child, declared_global if in_function else None
+        yield from _bindings(child, in_function or isinstance(child, ast.Lambda), declared_global)
+
+
 def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
-    """name -> (cell index, node) of every def, class, assignment and import in the student's cells, at any depth."""
+    """name -> (cell index, node) of every def and class, and of every assignment and import others can read."""
     found: dict[str, list[tuple[int, ast.AST]]] = {}
-    kinds = (*_DEFINITIONS, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom)
     for index, source in cells.items():
         for tree in _parse(source):
-            for node in ast.walk(tree):
-                if isinstance(node, kinds):
-                    for name in _bound_names(node):
+            for node, allowed in _bindings(tree):
+                for name in _bound_names(node):
+                    if allowed is None or name in allowed:
                         found.setdefault(name, []).append((index, node))
     return found
 
@@ -103,16 +124,17 @@ def _iteration(node: ast.AST) -> Iterator[tuple[str, int]]:
             yield "a key= function (it runs once per item)", line
 
 
-def _used_names(node: ast.AST, known: set[str]) -> set[str]:
+def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]:
     """The student's names ``node`` uses: plain names it reads but does not bind itself (a function's arguments
-    and locals are its own), and attributes named like a function of theirs (``self.rows(...)`` uses ``rows``)."""
+    and locals are its own), and attributes named like a function or class of theirs (``self.rows(...)`` uses
+    ``rows``; ``values.shape`` does not use a variable named ``shape``)."""
     used = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
     if isinstance(node, _DEFINITIONS):
         used -= {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
         used -= {arg.arg for inner in ast.walk(node) if isinstance(inner, ast.arguments)
                  for arg in (*inner.posonlyargs, *inner.args, *inner.kwonlyargs, inner.vararg, inner.kwarg) if arg}
     methods = {inner.name for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (known | methods)
+    used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (callables | methods)
     return used & known
 
 
@@ -138,7 +160,9 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
     if function not in definitions:
         return [f"no definition of {function} that the grader can read"]
     known = set(definitions)
-    uses = {name: set().union(*(_used_names(node, known) for _, node in nodes)) for name, nodes in definitions.items()}
+    callables = {name for name, nodes in definitions.items() if any(isinstance(n, _DEFINITIONS) for _, n in nodes)}
+    uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes))
+            for name, nodes in definitions.items()}
     reached, todo, found = set(), [function], []
     while todo:
         name = todo.pop()
