@@ -82,6 +82,7 @@ def test_differences_name_what_is_wrong() -> None:
         "dtype": Output(torch.tensor([1, 2]), device="cpu"),
         "count": Output(3),
         "losses": Output([0.5, 0.25]),
+        "float32 losses": Output([0.5, 0.25], rtol=1e-5, atol=1e-8),  # the reference says: computed in float32
         "missing": Output("here"),
         "device": Output(torch.zeros(2), device="cuda"),
     }
@@ -89,12 +90,14 @@ def test_differences_name_what_is_wrong() -> None:
         "values": Output(torch.tensor([1.0, math.nan]), device="cpu"),  # NaN in the same place matches
         "dtype": Output(torch.tensor([1.0, 2.0]), device="cpu"),  # float where the reference is int64
         "count": Output(3.0),  # a float is not the int 3
-        "losses": Output([0.5 * (1 + 1e-7), 0.25]),  # float32-level rounding is accepted
+        "losses": Output([0.5 * (1 + 1e-7), 0.25]),  # a float is a float64: float32 rounding differs
+        "float32 losses": Output([0.5 * (1 + 1e-7), 0.25], rtol=0.5, atol=0.5),  # the student's own tolerance: ignored
         "missing": None,  # malformed or never sent
         "device": Output(torch.zeros(2), device="cpu"),  # right values, left on the CPU
     }
     problems = channel.differences(student, reference)
-    assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "missing", "device"]
+    assert [problem.split(":")[0] for problem in problems] == ["dtype", "count", "losses", "missing", "device"]
+    assert channel.same_value([0.5 * (1 + 1e-12), math.nan], [0.5, math.nan])  # float64 rounding; nan is nan
 
 
 def _nested(depth: int) -> object:

@@ -482,9 +482,10 @@ def emit(name: str, value: Any, *, rtol: float | None = None, atol: float | None
     was on, and is compared with ``torch.testing.assert_close`` (dtype, shape and device type included); anything else must be
     made of None, bools, ints, floats, strings, lists, tuples and dicts, and travels with its exact
     types (:func:`_typed`): a tuple is not a list, an int not a float nor a bool, and a dict's keys
-    keep their order. It is compared exactly but for floats (to float32's precision).
-    ``rtol`` and ``atol`` (both or neither) widen a tensor's tolerance; the grader takes them from
-    the reference solution's run, never from the student's. A name is used once per run of a cell,
+    keep their order. It is compared exactly but for floats (to float64's precision: a float
+    computed in float32 and sent as a Python float needs a tolerance of its own).
+    ``rtol`` and ``atol`` (both or neither) widen a tensor's tolerance, or a plain value's floats';
+    the grader takes them from the reference solution's run, never from the student's. A name is used once per run of a cell,
     so that a loop cannot overwrite an earlier output by mistake. A meta tensor has no values: send
     its shape and dtype as JSON instead. Outside grading (a learner's run, the book's tests) nothing
     is sent; the value is still checked, so a mistake shows up there first.
@@ -505,16 +506,16 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
 
         payload = {"name": name, "safetensors": base64.b64encode(save({"value": tensor})).decode(),
                    "device": value.device.type, "observation": observation}
-        if (rtol is None) != (atol is None):
-            raise ValueError(f"emit {name!r}: give both rtol and atol, or neither")
-        if rtol is not None:
-            payload.update(rtol=float(rtol), atol=float(atol))
     else:
         try:
             payload = {"name": name, "typed": json.loads(json.dumps(_typed(value), allow_nan=False)),
                        "observation": observation}
         except (TypeError, ValueError, RecursionError) as problem:
             raise ExerciseError(f"{name}: a {type(value).__name__} cannot be sent as JSON ({problem})") from None
+    if (rtol is None) != (atol is None):
+        raise ValueError(f"emit {name!r}: give both rtol and atol, or neither")
+    if rtol is not None:
+        payload.update(rtol=float(rtol), atol=float(atol))
     _SENT[name] = _execution_id()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:
         from IPython.display import display

@@ -63,7 +63,7 @@ def decode(payload: object) -> tuple[str, Output]:
             raise ValueError(f"output {name!r}: a malformed device")
         return name, Output(tensors["value"], *tolerance, device=device, observation=observation)
     if "typed" in payload:
-        return name, Output(untyped(payload["typed"]), observation=observation)
+        return name, Output(untyped(payload["typed"]), *tolerance, observation=observation)
     raise ValueError(f"output {name!r}: neither a tensor nor a typed value")
 
 
@@ -121,20 +121,29 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
                                            equal_nan=True)
             except AssertionError as problem:
                 found.append(f"{name}: {str(problem).splitlines()[0]}")
-        elif not same_value(value, expected.value):
+        elif not same_value(value, expected.value, expected.rtol, expected.atol):
             found.append(f"{name}: {value!r}, expected {expected.value!r}"[:500])
     return found
 
 
-def same_value(value: Any, expected: Any) -> bool:
+#: How close two Python floats must be by default: a float is a float64, and two valid float64 formulas agree
+#: to a few units in the last place, while a value computed in float32 and turned into a float does not.
+FLOAT_RTOL, FLOAT_ATOL = 1e-9, 1e-12
+
+
+def same_value(value: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
     """Equal with exact types (a tuple is not a list, an int not a float nor a bool) and dict keys in order;
-    floats compared to float32's precision (two valid solutions may round differently)."""
+    floats compared to float64's precision (:data:`FLOAT_RTOL`), or to the reference's tolerance when it sent one
+    (a float computed in float32)."""
     if type(value) is not type(expected):
         return False
     if isinstance(expected, float):
-        return math.isclose(value, expected, rel_tol=1e-5, abs_tol=1e-8)
+        if math.isnan(expected):
+            return math.isnan(value)
+        return math.isclose(value, expected, rel_tol=FLOAT_RTOL if rtol is None else rtol,
+                            abs_tol=FLOAT_ATOL if atol is None else atol)
     if isinstance(expected, (list, tuple)):
-        return len(value) == len(expected) and all(map(same_value, value, expected))
+        return len(value) == len(expected) and all(same_value(v, e, rtol, atol) for v, e in zip(value, expected))
     if isinstance(expected, dict):
-        return list(value) == list(expected) and all(same_value(value[k], expected[k]) for k in expected)
+        return list(value) == list(expected) and all(same_value(value[k], expected[k], rtol, atol) for k in expected)
     return value == expected
