@@ -41,7 +41,7 @@ BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 
-#: Student ids of the two reference submissions; fixtures are graded in pairs (``fixture_pairs``).
+#: Student ids of the two reference submissions; fixtures are graded in groups (``fixture_groups``).
 SOLUTION_STUDENT = "solution"
 #: The most students one grading command takes in the tests (grade_labs): a lab with more is split.
 MAX_SHARD = 40
@@ -151,24 +151,29 @@ class Fixture:
         return IN_KERNEL_MARK in self.source().splitlines()
 
 
-def fixture_pairs(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
-    """Student id -> the wrong answers submitted together: two fixtures of two different parts.
+#: How many wrong answers, each in a different part, one graded submission holds (``fixture_groups``).
+GROUP_SIZE = 3
 
-    Why pairs: every graded submission re-runs the whole lab (seconds of kernel time), and a lab's
-    parts are independent, so one submission can prove two fixtures at once: each must lose its own
-    part, and every part without a fixture in it must keep full marks. That halves the grading time
-    of the fixtures; what it cannot see is a fixture that also breaks the other part of its pair.
-    Deterministic: the parts with the most fixtures left are paired first, in file-name order.
+
+def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
+    """Student id -> the wrong answers submitted together: up to GROUP_SIZE fixtures of different parts.
+
+    Why groups: every graded submission re-runs the whole lab (seconds of kernel time), and a lab's
+    parts are independent, so one submission can prove several fixtures at once: each must lose its
+    own part, and every part without a fixture in it (a lab has at least four parts, so one or more)
+    must keep full marks. That divides the grading time of the fixtures by the group's size; what
+    it cannot see is a fixture that also breaks another part of its group.
+    Deterministic: the parts with the most fixtures left are grouped first, in file-name order.
     """
     left: dict[str, list[Fixture]] = {}
     for fixture in sorted(lab_fixtures, key=lambda f: f.path.name):
         left.setdefault(fixture.grade_id, []).append(fixture)
-    pairs: dict[str, list[Fixture]] = {}
+    groups: dict[str, list[Fixture]] = {}
     while any(left.values()):
-        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:2]
+        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:GROUP_SIZE]
         chosen = [left[part].pop(0) for part in parts]
-        pairs["wrong-" + "--".join(f.path.stem for f in chosen)] = chosen
-    return pairs
+        groups["wrong-" + "--".join(f.path.stem for f in chosen)] = chosen
+    return groups
 
 
 def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
@@ -322,7 +327,7 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
 
     ``solution``: the release with the source's solution cells (markers removed) -- must earn full
     marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<fixture>--<fixture>``: the
-    solution with the cells of two different parts replaced by typical wrong answers (``fixture_pairs``),
+    solution with the cells of a few different parts replaced by typical wrong answers (``fixture_groups``),
     so any points lost elsewhere come from those cells.
     """
     sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
@@ -334,14 +339,14 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
         SOLUTION_STUDENT: {name: build_submission(releases[name], answers[name]) for name in releases},
         BLANK_STUDENT: releases,
     }
-    for student, pair in fixture_pairs(lab_fixtures).items():
-        for fixture in pair:
+    for student, group in fixture_groups(lab_fixtures).items():
+        for fixture in group:
             if not any(fixture.grade_id in answers[name] for name in releases):
                 raise LabToolError(f"{fixture.path}: {lab} has no solution cell with grade_id {fixture.grade_id!r}")
         notebooks = {}
         for name, release in releases.items():
             wrong = dict(answers[name])
-            for fixture in pair:
+            for fixture in group:
                 if fixture.grade_id in wrong:
                     wrong[fixture.grade_id] = fixture.source()
             notebooks[name] = build_submission(release, wrong)

@@ -6,8 +6,8 @@ For every lab in labs/source/ (found, not listed) these tests prove, with nbgrad
   at least one wrong-answer fixture in tests/fixtures/<lab>/;
 - the solution earns full marks, the untouched release earns zero, and each fixture (a typical
   wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses its own part's points while every
-  other part keeps full marks (fixtures are graded two at a time, from two different parts, so the
-  other part of its pair is the one part this cannot see: ``lab_tools.fixture_pairs``);
+  other part keeps full marks (fixtures are graded a few at a time, each from a different part, so
+  the other parts of its group are what this cannot see: ``lab_tools.fixture_groups``);
 - every hostile submission of tests/hostile.py (cheats, a dead kernel, an endless loop, huge output,
   deleted or stripped cells) gets the grade it must get, the grader's report says what happened,
   and ``nbgrader autograde`` still exits 0 for the class.
@@ -41,7 +41,8 @@ MIN_FIXTURES_PER_PART = 8
 END_HIDDEN = "### END HIDDEN TESTS"
 CANARIES = "ptchecks.canaries()"
 #: Every hidden block sends at least one of the student's outputs out of the kernel, for the grader to compare.
-EMIT = "ptchecks.emit("
+#: The calls that send outputs to the grader: emit itself, and the contract harness.
+SENDERS = ("ptchecks.emit(", "ptchecks.call(")
 
 
 def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str, nbformat.NotebookNode]]:
@@ -143,8 +144,8 @@ def test_every_part_is_complete(lab: str) -> None:
             problems.append(f"test cell {grade_id}: no {BEGIN_HIDDEN} / {END_HIDDEN} region")
         elif _last_hidden_line(cell.source) != CANARIES:
             problems.append(f"test cell {grade_id}: the hidden tests must end with {CANARIES}")
-        elif EMIT not in _hidden_block(cell.source):
-            problems.append(f"test cell {grade_id}: the hidden tests send no output to the grader ({EMIT}...)")
+        elif not any(sender in _hidden_block(cell.source) for sender in SENDERS):
+            problems.append(f"test cell {grade_id}: the hidden tests send no output to the grader ({SENDERS[0]}...)")
     for path in lab_tools.source_notebooks(lab):
         cells = nbformat.read(path, as_version=4).cells
         code = [cell for cell in cells if cell.cell_type == "code"]
@@ -162,13 +163,16 @@ def test_every_part_is_complete(lab: str) -> None:
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)
-def test_fixtures_are_graded_in_pairs_of_different_parts(lab: str) -> None:
+def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
     lab_fixtures = lab_tools.fixtures(lab)
-    pairs = lab_tools.fixture_pairs(lab_fixtures)
-    paired = sorted(f.path for pair in pairs.values() for f in pair)
-    assert paired == sorted(f.path for f in lab_fixtures), f"{lab}: a fixture is graded twice or never"
-    mixed = [student for student, pair in pairs.items() if len({f.grade_id for f in pair}) != len(pair)]
-    assert not mixed and all(len(pair) <= 2 for pair in pairs.values()), f"{lab}: pairs within one part: {mixed}"
+    groups = lab_tools.fixture_groups(lab_fixtures)
+    grouped = sorted(f.path for group in groups.values() for f in group)
+    assert grouped == sorted(f.path for f in lab_fixtures), f"{lab}: a fixture is graded twice or never"
+    mixed = [student for student, group in groups.items() if len({f.grade_id for f in group}) != len(group)]
+    assert not mixed, f"{lab}: groups with two fixtures of one part: {mixed}"
+    parts = len(_source_cells(lab)[1])
+    assert all(len(group) <= min(lab_tools.GROUP_SIZE, parts - 1) for group in groups.values()), (
+        f"{lab}: a group leaves no part untouched, so no submission shows that the others keep their marks")
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)
@@ -198,12 +202,12 @@ def test_untouched_release_earns_zero(lab: str, graded: dict) -> None:
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> None:
-    student, pair = next(
-        (student, pair) for student, pair in lab_tools.fixture_pairs(lab_tools.fixtures(fixture.lab)).items()
-        if fixture in pair
+    student, group = next(
+        (student, group) for student, group in lab_tools.fixture_groups(lab_tools.fixtures(fixture.lab)).items()
+        if fixture in group
     )
     scores = _outcome(graded, fixture.lab).scores[student]
-    with_fixtures = {f.test_id for f in pair}
+    with_fixtures = {f.test_id for f in group}
     assert fixture.test_id in scores, f"no graded cell {fixture.test_id} in the gradebook"
     got, points = scores[fixture.test_id]
     if fixture.in_kernel_only:  # a rule seen only in the kernel costs its share, never more (book/instructors.md)
@@ -220,7 +224,7 @@ def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> Non
     others = {cell: score for cell, score in scores.items() if cell not in with_fixtures and score[0] != score[1]}
     assert not others, (
         f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}; "
-        f"graded as {student} with {[f.path.name for f in pair]}"
+        f"graded as {student} with {[f.path.name for f in group]}"
     )
 
 

@@ -1,0 +1,101 @@
+"""Each lab part states its domain and guarantees, and its hidden test covers exactly that domain.
+
+A part's text has a ``**Domain.**`` paragraph naming, in backticks, the families of inputs its
+function must handle (words of ``ptchecks.domain.FAMILIES``: dtypes, ``empty`` and ``size-1``
+sizes, ``inf/nan`` and ``ties``, ``non-contiguous`` and ``permuted`` layouts, the ``meta`` device,
+module structures), and a ``**Guarantees.**`` paragraph. Its hidden test declares the same families
+in ``ptchecks.Domain(...)``, builds every module structure it declares (``domain.structure(...)``),
+and runs the student's function through the contract harness (``ptchecks.call``). Read statically:
+the reference's own run over these cases (test_labs.py) proves it handles its whole domain.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import nbformat
+import pytest
+
+from ptchecks.domain import DTYPES, FAMILIES, STRUCTURES
+from tests import lab_tools
+
+LAB_NAMES = lab_tools.lab_names()
+#: Backticked words in a Domain paragraph that name a family.
+_TICKED = re.compile(r"`([^`]+)`")
+
+
+def _parts(lab: str) -> list[tuple[str, str, str]]:
+    """(part, its text, its hidden test) for every part of a lab."""
+    parts = []
+    for path in lab_tools.source_notebooks(lab):
+        nb = nbformat.read(path, as_version=4)
+        texts = {lab_tools.nbgrader_meta(c).get("grade_id"): c.source for c in nb.cells if c.cell_type == "markdown"}
+        for grade_id, cell in lab_tools.graded_cells(nb).items():
+            part = grade_id.removeprefix("test_")
+            hidden = cell.source.split(lab_tools.BEGIN_HIDDEN, 1)[-1]
+            parts.append((part, texts.get(f"{part}_text", ""), hidden))
+    return parts
+
+
+PARTS = [pytest.param(lab, part, text, hidden, id=f"{lab}:{part}")
+         for lab in LAB_NAMES for part, text, hidden in _parts(lab)]
+
+
+def paragraph(text: str, title: str) -> str:
+    """The paragraph (up to a blank line) that starts with ``**<title>.**``; "" when there is none."""
+    match = re.search(rf"^\*\*{title}\.\*\*(.*?)(?:\n\s*\n|\Z)", text, flags=re.M | re.S)
+    return match.group(1) if match else ""
+
+
+def stated_families(text: str) -> set[str]:
+    """The families a part's Domain paragraph names."""
+    return {word for word in _TICKED.findall(paragraph(text, "Domain")) if word in FAMILIES}
+
+
+def declared_families(hidden: str) -> tuple[set[str], set[str]]:
+    """(families declared in the hidden test's ptchecks.Domain calls, structures it names as built)."""
+    declared: set[str] = set()
+    built: set[str] = set()
+    for node in ast.walk(ast.parse(hidden)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        if name == "ptchecks.Domain":
+            for keyword in node.keywords:
+                if keyword.arg in ("seed", "device"):
+                    continue
+                for item in ast.walk(keyword.value):
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                        declared.add(item.value)
+                    elif isinstance(item, ast.Attribute) and item.attr in DTYPES:
+                        declared.add(item.attr)
+        elif name.endswith(".structure") and node.args and isinstance(node.args[0], ast.Constant):
+            built.add(node.args[0].value)
+    return declared, built
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_each_part_states_its_domain_and_guarantees(lab: str, part: str, text: str, hidden: str) -> None:
+    assert stated_families(text), f"{lab} {part}: no **Domain.** paragraph naming its families in backticks"
+    assert paragraph(text, "Guarantees").strip(), f"{lab} {part}: no **Guarantees.** paragraph"
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_each_hidden_test_covers_exactly_the_stated_domain(lab: str, part: str, text: str, hidden: str) -> None:
+    stated = stated_families(text)
+    declared, built = declared_families(hidden)
+    assert declared == stated, (
+        f"{lab} {part}: stated but not tested {sorted(stated - declared)}; "
+        f"tested but not stated {sorted(declared - stated)}")
+    unbuilt = (declared & set(STRUCTURES)) - built
+    assert not unbuilt, f"{lab} {part}: module structures declared but never built: {sorted(unbuilt)}"
+    assert "ptchecks.call(" in hidden, f"{lab} {part}: the hidden test does not use the contract harness"
+
+
+def test_the_parser_reads_a_domain_paragraph_and_a_declaration() -> None:
+    text = "**Domain.** Inputs:\n- dtypes: `float32`, `int16`;\n- layouts: `permuted`, and `x` itself.\n\nMore."
+    assert stated_families(text) == {"float32", "int16", "permuted"}
+    hidden = ('d = ptchecks.Domain(seed=1, device=device, dtypes=(torch.float32, torch.int16),\n'
+              '    layouts=("permuted",), structures=("tied weight",))\nd.structure("tied weight")\n')
+    assert declared_families(hidden) == ({"float32", "int16", "permuted", "tied weight"}, {"tied weight"})
