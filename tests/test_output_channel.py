@@ -47,8 +47,7 @@ def test_outside_grading_nothing_is_sent_but_the_value_is_checked(monkeypatch: p
     assert shown == []
     with pytest.raises(ptchecks.ExerciseError, match="cannot be sent as JSON"):
         ptchecks.emit("outside: an object", object())
-    with pytest.raises(ptchecks.ExerciseError, match="cannot be sent as JSON"):
-        ptchecks.emit("outside: nan", math.nan)  # NaN is not JSON: send a tensor
+    ptchecks.emit("outside: nan", [math.nan, -math.inf])  # not JSON, but tagged: a loss that diverged
 
 
 def test_a_name_twice_in_one_run_of_a_cell_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,6 +112,17 @@ def test_exact_types_and_key_order_travel(monkeypatch: pytest.MonkeyPatch) -> No
     assert output.value == {"b": (1, 2.0, True, None), "a": [(2, 3), "s"], 3: {"nested": ()}}
     assert list(output.value) == ["b", "a", 3] and type(output.value["a"][0]) is tuple
     assert channel.differences({"typed": output}, {"typed": Output(output.value)}) == []
+
+
+def test_nan_and_infinities_travel_as_floats_and_compare_as_themselves(monkeypatch: pytest.MonkeyPatch) -> None:
+    output = sent(monkeypatch, "losses", [1.5, math.nan, math.inf, -math.inf])
+    assert output.value[1] != output.value[1] and output.value[2:] == [math.inf, -math.inf]
+    reference = {"losses": Output([1.5, math.nan, math.inf, -math.inf])}
+    assert channel.differences({"losses": output}, reference) == []
+    for wrong in ([1.5, 0.0, math.inf, -math.inf], [1.5, math.nan, -math.inf, -math.inf]):
+        assert channel.differences({"losses": Output(wrong)}, reference)
+    with pytest.raises(ValueError, match="unknown tag"):
+        channel.untyped({"float": ["1e308"]})
 
 
 @pytest.mark.parametrize(

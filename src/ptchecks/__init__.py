@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import builtins
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -431,7 +432,8 @@ def _execution_id() -> str:
 def _typed(value: Any) -> Any:
     """``value`` as JSON that keeps what JSON loses: containers are tagged ``{"list"|"tuple"|"dict": ...}``.
 
-    JSON already tells None, bools, ints, floats and strings apart. A tuple and a list both become an
+    JSON already tells None, bools, ints, floats and strings apart, but has no ``nan`` or ``inf``: those
+    floats are tagged ``{"float": ["nan"]}``. A tuple and a list both become an
     array, and an object's keys are strings in no promised order, so a part whose rule is "return a
     list" or "in this order" could only be checked inside the kernel. A dict becomes its items as
     ``[key, value]`` pairs, in order. A subclass travels as its base (``torch.Size`` is a tuple).
@@ -445,7 +447,7 @@ def _typed(value: Any) -> Any:
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return float(value)
+        return float(value) if math.isfinite(value) else {"float": [repr(float(value))]}  # JSON has no nan
     if isinstance(value, tuple):
         return {"tuple": [_typed(item) for item in value]}
     if isinstance(value, list):

@@ -70,6 +70,8 @@ def decode(payload: object) -> tuple[str, Output]:
 #: How deep a sent value may nest (a deeper one is refused before anything recurses far).
 MAX_DEPTH = 32
 _CONTAINERS = {"list": list, "tuple": tuple}
+#: The floats JSON cannot carry, as ``ptchecks`` tags them.
+_NON_FINITE = ("nan", "inf", "-inf")
 
 
 def untyped(value: Any, depth: int = 0) -> Any:
@@ -83,6 +85,8 @@ def untyped(value: Any, depth: int = 0) -> Any:
     ((tag, items),) = value.items()
     if not isinstance(items, list):
         raise ValueError(f"a {tag!r} whose items are not a list")
+    if tag == "float" and len(items) == 1 and items[0] in _NON_FINITE:
+        return float(items[0])
     if tag in _CONTAINERS:
         return _CONTAINERS[tag](untyped(item, depth + 1) for item in items)
     if tag == "dict" and all(isinstance(pair, list) and len(pair) == 2 for pair in items):
@@ -138,8 +142,8 @@ def same_value(value: Any, expected: Any, rtol: float | None = None, atol: float
     if type(value) is not type(expected):
         return False
     if isinstance(expected, float):
-        if math.isnan(expected):
-            return math.isnan(value)
+        if not math.isfinite(expected):
+            return math.isnan(value) if math.isnan(expected) else value == expected
         return math.isclose(value, expected, rel_tol=FLOAT_RTOL if rtol is None else rtol,
                             abs_tol=FLOAT_ATOL if atol is None else atol)
     if isinstance(expected, (list, tuple)):
