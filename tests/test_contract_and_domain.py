@@ -128,6 +128,14 @@ def test_a_result_holding_tensors_goes_item_by_item_and_meta_as_its_shape(monkey
     assert sent["r[1][0]"] == {"meta tensor": [[2, 3], "torch.float32"]} and sent["r[2]"] == 4
 
 
+def test_a_tolerance_reaches_every_output_of_a_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: dict[str, Any] = {}
+    monkeypatch.setattr(ptchecks, "emit", lambda name, value, **kw: sent.__setitem__(name, kw))
+    ptchecks.emit_tree("r", (torch.ones(1), 0.5), rtol=1e-5, atol=1e-6)
+    ptchecks.emit_tree("plain", 0.25, rtol=1e-5, atol=1e-6)
+    assert sent == {name: {"rtol": 1e-5, "atol": 1e-6} for name in ("r[0]", "r[1]", "plain")}
+
+
 # ------------------------------------------------------------------------------------------ domains
 
 EVERYTHING = {"dtypes": (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.uint8),

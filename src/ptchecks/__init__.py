@@ -542,7 +542,7 @@ def emit_tree(name: str, value: Any, *, rtol: float | None = None, atol: float |
         for key, item in items:
             emit_tree(f"{name}[{key!r}]", item, rtol=rtol, atol=atol)
     else:
-        emit(name, value)
+        emit(name, value, rtol=rtol, atol=atol)  # a plain value's floats take the tolerance too
 
 
 # The seeded domains and the contract harness (imported here, after emit, which they call).
