@@ -8,6 +8,7 @@ reference's run and a student's the same inputs.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -215,3 +216,11 @@ def test_nonempty_dimensions_may_be_one_but_never_zero_and_index_tensors_keep_th
         assert lengths.min() >= 1 and lengths.max() <= 3
     with pytest.raises(ValueError, match="no tensor cases"):
         ptchecks.Domain(seed=3, device="cpu", dtypes=(), sizes=("empty",)).cases((2,))
+
+
+def test_a_non_leaf_input_is_recorded_without_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    leaf = torch.ones(3, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        contract = contract_of(lambda t: t * 2, leaf * 3, monkeypatch=monkeypatch)
+    assert contract["inputs changed"] == []

@@ -63,7 +63,8 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
 def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
     """What a caller can see of a tensor: its values (none on ``meta``), layout, version and gradient."""
     values = None if tensor.is_meta else tensor.detach().clone()
-    grad = None if tensor.grad is None else _tensor_state(tensor.grad)
+    held = tensor.grad if tensor.is_leaf or tensor.retains_grad else None  # a non-leaf's .grad warns, stays None
+    grad = None if held is None else _tensor_state(held)
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
             tensor._version, tensor.requires_grad, grad)
 
