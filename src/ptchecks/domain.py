@@ -220,6 +220,7 @@ class Domain:
             tensor[torch.unravel_index(spots, tuple(shape))] = values.to(tensor.device)
         return tensor
 
+
 def _allowed(combo: tuple[object, ...]) -> bool:
     """Whether a combination makes sense: special values need a floating dtype and real values."""
     dtype, _layout, _size, values, device = combo
