@@ -13,7 +13,7 @@ PYTEST_WORKERS ?= 2
 # The pinned torch wheel and CI use this version; `make PYTHON=python3.11 ...` picks another interpreter.
 PYTHON_VERSION := 3.11
 
-.PHONY: book test check test-gpu refresh setup check-python system-deps browser clean
+.PHONY: book test check check-timings test-gpu refresh setup check-python system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
@@ -37,9 +37,15 @@ test-gpu: setup
 	@$(BIN)/python -m tests.require_cuda
 	$(BIN)/python -m pytest --nbval-lax --nbval-current-env notebooks labs/source
 
-# Re-execute every notebook in place (Run All, no tag honoured) and regenerate the lab releases.
+# Re-execute every notebook in place (Run All, no tag honoured) and regenerate the lab releases. It refuses to
+# write a notebook whose timing tables found the machine busy: run it when nothing else does.
 refresh: setup
 	$(BIN)/python -m tests.refresh
+
+# Time every committed comparison again, natively, and write tests/timing-check.md: each committed verdict beside
+# today's, with the machine and the date. On a quiet machine (about ten minutes on two cores).
+check-timings: setup
+	$(BIN)/python -m tests.check_timings
 
 setup: $(STAMP) system-deps
 

@@ -18,6 +18,7 @@ import nbformat
 
 from tests.manifest import ROOT
 from tests.notebook_tools import SOLUTION_TITLE, is_lab, solution_cells, tags
+from tests.timing_tables import notebook_tables
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from claims_table import Claim, inconsistent_keys, read_claims, section_titles  # noqa: E402,F401  (book/_ext/claims_table.py: the generated pages read the same tables)
@@ -306,6 +307,16 @@ def timings_compared_by_the_helper(nb: nbformat.NotebookNode) -> list[str]:
     ]
 
 
+def timing_tables_hold_together(nb: nbformat.NotebookNode) -> list[str]:
+    """A committed timing table describes the code, not the load: it ran its machine check, the machine was
+    quiet, and its median times agree with its per-round ratios and its verdicts (tests/timing_tables.py)."""
+    return [
+        f"{cell_name(nb, table.cell)}: the timing table {table.label!r} {problem}"
+        for table in notebook_tables(nb)
+        for problem in table.problems()
+    ]
+
+
 RULES: tuple[Rule, ...] = (
     executed_top_to_bottom,
     runs_all_without_tags,
@@ -325,4 +336,5 @@ RULES: tuple[Rule, ...] = (
     has_a_live_explorer,
     figures_have_alt_text,
     timings_compared_by_the_helper,
+    timing_tables_hold_together,
 )

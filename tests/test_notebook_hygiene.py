@@ -67,6 +67,18 @@ def _claims(row: str, header: str = CLAIMS_HEADER) -> nbformat.NotebookNode:
     return _notebook(nbformat.v4.new_markdown_cell("## 1. Demo"), nbformat.v4.new_markdown_cell(header + row))
 
 
+_QUIET = {"256": 1e-3, "512": 7.5e-3}
+_STALLED = {"256": 20e-3, "512": 21e-3}
+
+
+def _timing(*, times: dict[str, list[float]] | None = None, checks: list[dict[str, float]] | None = None):
+    """A ptlabs.Comparison as a notebook would print it: quiet and consistent unless told otherwise."""
+    import ptlabs
+
+    times = times or {"a": [1e-3] * 5, "b": [2e-3] * 5}
+    return ptlabs.Comparison(label="t", baseline="a", times=times, checks=checks or [_QUIET] * 5)
+
+
 CLEAN = _claims("| `x-is-one` | `x` is 1 (folklore) | **True.** It is. | cell | §1 |")
 CLEAN.cells.insert(0, nbformat.v4.new_markdown_cell("# 09 · Demo\n\nWhat the chapter teaches."))
 CLEAN.cells.append(nbformat.v4.new_markdown_cell("## 3. Summary and cheat sheet\n\n| want | write |"))
@@ -76,6 +88,7 @@ CLEAN.cells += [
     _cell("x = 2", 2),
     _cell("interact(f, x=(1, 3))", 3, tags=["remove-cell", "nbval-ignore-output"]),
     _cell("ptlabs.show_states({'1': f(1)})", 4, [STATES]),
+    _cell("ptlabs.compare(...)", 5, [_stream(str(_timing()) + "\n")]),
 ]
 CLEAN.metadata["ptlabs"] = {"torch": "2.13.0+cpu", "refreshed": "2026-11-29", "device": "cpu"}
 
@@ -192,6 +205,24 @@ BAD_NOTEBOOKS = {
         hygiene.timings_compared_by_the_helper,
         _notebook(_cell("a = ptlabs.measure(f)\nb = ptlabs.measure(g)\nprint(a.median / b.median)", 1)),
         "compare them with ptlabs.compare",
+    ),
+    "timing table without a machine check": (
+        hygiene.timing_tables_hold_together, _notebook(_cell("ptlabs.compare(...)", 1, [_stream(
+            "t: 5 interleaved rounds, median time per round\n            time  x baseline (IQR)\n"
+            "  a    1.00 ms          baseline\n  b    2.00 ms  2.00 (1.90-2.10)\n"
+            "b: 2.0x the time of a (slower)\n")])),
+        "has no machine check",
+    ),
+    "timing table from a busy machine": (
+        hygiene.timing_tables_hold_together,
+        _notebook(_cell("ptlabs.compare(...)", 1, [_stream(str(_timing(checks=[_STALLED] * 5)))])),
+        "measured while the machine was busy",
+    ),
+    "timing table whose medians contradict its ratios": (
+        hygiene.timing_tables_hold_together,
+        _notebook(_cell("ptlabs.compare(...)", 1, [_stream(str(_timing(
+            times={"a": [10e-3, 10e-3, 0.1, 0.1, 0.1], "b": [20e-3, 20e-3, 50e-3, 50e-3, 0.2]})))])),
+        "the load changed while it ran",
     ),
     "unbalanced": (
         hygiene.exercises_balanced_verdicts_printed,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -128,3 +132,53 @@ def test_environment_report_lists_versions_and_devices() -> None:
     text = ptlabs.format_report(report)
     assert text.splitlines()[0].startswith("python")
     assert len(text.splitlines()) == len(report)
+
+
+QUIET_CHECK = {"256": 1e-3, "512": 7.5e-3}
+STALLED_CHECK = {"256": 20e-3, "512": 21e-3}  # a stall adds the same 20 ms to both sizes
+
+
+@pytest.mark.parametrize(("stalled", "busy"), [(0, False), (1, False), (2, True), (7, True)])
+def test_a_busy_machine_gives_no_verdict(stalled: int, busy: bool) -> None:
+    """More than a quarter of 7 rounds with a stalled machine check: the table says busy instead of a verdict."""
+    checks = [STALLED_CHECK] * stalled + [QUIET_CHECK] * (7 - stalled)
+    comparison = ptlabs.Comparison(label="t", baseline="a", times={"a": [1.0] * 7, "b": [3.0] * 7}, checks=checks)
+    assert comparison.busy is busy and comparison.stalled_rounds == stalled
+    assert comparison.clear("b") == ("busy" if busy else "slower")
+    table = comparison.table()
+    assert ("the machine was busy" in table) is busy
+    assert ("b: 3.0x the time of a (slower)" in table) is not busy
+    assert "machine check: 8x the matmul work took" in table
+
+
+def test_a_comparison_without_a_machine_check_says_so() -> None:
+    assert "machine check: not run" in _comparison([2.0] * 5).table()
+
+
+SPINNER = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_compare_reports_a_loaded_machine() -> None:
+    """A real load: three spinning processes per core. The candidates' threads (one per core) stall at every
+    parallel region, and compare() says the machine was busy instead of giving a verdict."""
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        pytest.skip("one core: no OpenMP threads to stall")
+    matrix = torch.full((384, 384), 0.5)
+    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(3 * cores)]
+    try:
+        time.sleep(0.5)  # let the spinners start
+        result = ptlabs.compare({"a": lambda: matrix @ matrix, "b": lambda: matrix @ matrix + 1}, label="load",
+                                rounds=5, min_run_time=0.05, num_threads=cores, show=False)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert result.busy, result.table()
+    assert "no verdict, the machine was busy" in result.table()
+
+
+def test_compare_on_one_thread_by_default() -> None:
+    result = ptlabs.compare({"a": lambda: None, "b": lambda: None}, label="x", rounds=5, min_run_time=0.01, show=False)
+    assert result.num_threads == 1 and len(result.checks) == 5
+    assert "5 interleaved rounds, 1 thread," in result.table()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tests import notebook_tools
+from tests import hygiene, notebook_tools
 from tests.notebook_tools import NotebookError, execute_notebook, read_notebook
 from tests.refresh import main
 
@@ -81,3 +82,38 @@ def test_a_process_left_running_fails_the_run_and_is_killed(tmp_path: Path, monk
 def test_processes_that_finish_in_the_notebook_are_fine(tmp_path: Path) -> None:
     nb = read_notebook(_notebook(tmp_path / "clean.ipynb", "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])"))
     assert execute_notebook(nb, tmp_path) > 0
+
+
+LOADED_TIMING = """\
+import os, subprocess, sys, time
+import torch, ptlabs
+spin = "import time\\nend = time.monotonic() + 30\\nwhile time.monotonic() < end:\\n    pass"
+cores = os.cpu_count()
+spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(3 * cores)]
+time.sleep(0.5)
+m = torch.full((384, 384), 0.5)
+try:
+    ptlabs.compare({"a": lambda: m @ m, "b": lambda: m @ m + 1}, label="under load",
+                   rounds=5, min_run_time=0.05, num_threads=cores)
+finally:
+    for s in spinners:
+        s.kill()
+        s.wait()
+"""
+
+
+def test_timing_on_a_loaded_machine_is_refused_unless_a_draft(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A notebook whose compare() ran on a loaded machine (three spinners per core, the threads stall) is not
+    written; --allow-busy writes the draft, whose table says busy, which the hygiene rule then refuses."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: no OpenMP threads to stall")
+    path = _notebook(tmp_path / "timed.ipynb", LOADED_TIMING)
+    before = path.read_bytes()
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "timing measured while the machine was busy" in err and "under load" in err, err
+    assert path.read_bytes() == before
+    assert main(["--allow-busy", str(path)]) == 0
+    problems = hygiene.timing_tables_hold_together(read_notebook(path))
+    assert any("measured while the machine was busy" in problem for problem in problems), problems

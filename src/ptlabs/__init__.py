@@ -15,7 +15,7 @@ from .plotting import plot_comparison, use_book_style
 from .printing import set_print_options
 from .states import show_states
 from .session import setup
-from .timing import Comparison, compare, measure
+from .timing import Comparison, compare, machine_check, measure
 
 __version__ = version("ptlabs")  # one source of truth: pyproject.toml
 
@@ -32,6 +32,7 @@ __all__ = [
     "environment_report",
     "expect_error",
     "format_report",
+    "machine_check",
     "measure",
     "plot_comparison",
     "seed_everything",
