@@ -20,8 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import torch
 
+from tests.hygiene import read_claims
+from claims_table import SECTION_HEADING  # noqa: E402  (book/_ext, on the path once tests.hygiene is imported)
 from tests.manifest import ROOT, load_manifest
 from tests.notebook_tools import NotebookError, execute_notebook, read_notebook
 from tests.timing_tables import Table, notebook_tables
@@ -32,9 +35,11 @@ REPORT = ROOT / "tests" / "timing-check.md"
 
 @dataclass(frozen=True)
 class Pair:
-    """One candidate's verdict as committed and as measured today."""
+    """One candidate's verdict as committed and as measured today, with the claims its section shows."""
 
     chapter: str
+    section: str  # "§6": the chapter section the table sits in
+    claims: str  # the claim keys whose "shown in" names that section
     label: str
     name: str
     committed: str
@@ -63,23 +68,35 @@ def _kind(verdict: str) -> str:
     return verdict.split(" ", 1)[0]
 
 
+def _section_of(nb: nbformat.NotebookNode, cell: int) -> int | None:
+    """The number of the last ``## N.`` heading at or before ``cell``."""
+    numbers = [int(number) for candidate in nb.cells[: cell + 1] if candidate.cell_type == "markdown"
+               for number, _ in SECTION_HEADING.findall(candidate.source)]
+    return numbers[-1] if numbers else None
+
+
 def compare_notebook(path: Path) -> list[Pair]:
     """Run one notebook and pair each committed verdict with today's, by table label (in order)."""
-    committed = notebook_tables(read_notebook(path))
+    nb = read_notebook(path)
+    committed = notebook_tables(nb)
     if not committed:
         return []
-    nb = read_notebook(path)
-    execute_notebook(nb, path.parent)
-    fresh = notebook_tables(nb)
+    claims, _ = read_claims(nb)
+    fresh_nb = read_notebook(path)
+    execute_notebook(fresh_nb, path.parent)
+    fresh = notebook_tables(fresh_nb)
     pairs = []
     for index, old in enumerate(committed):
         same_label = [t for t in committed[:index] if t.label == old.label]
         matches = [t for t in fresh if t.label == old.label]
         new = matches[len(same_label)] if len(matches) > len(same_label) else None
+        section = _section_of(nb, old.cell)
+        keys = ", ".join(f"`{claim.key}`" for claim in claims if section in claim.sections) or "none"
         for row in old.rows:
             if row.quartiles is None:
                 continue
-            pairs.append(Pair(path.stem, old.label, row.name, _verdict(old, row.name), _verdict(new, row.name)))
+            pairs.append(Pair(path.stem, f"§{section}" if section else "-", keys, old.label, row.name,
+                              _verdict(old, row.name), _verdict(new, row.name)))
     return pairs
 
 
@@ -111,10 +128,11 @@ def report(pairs: list[Pair], loads: tuple[float, float], failures: list[str]) -
         "Kinds compare (slower, faster, no clear difference); the factors vary with the machine and are shown",
         "for information.",
         "",
-        "| chapter | comparison | candidate | committed | today | outcome |",
-        "|---|---|---|---|---|---|",
+        "| chapter | section | claims shown there | comparison | candidate | committed | today | outcome |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {p.chapter} | {p.label} | {p.name} | {p.committed} | {p.today} | {p.outcome} |" for p in pairs]
+    lines += [f"| {p.chapter} | {p.section} | {p.claims} | {p.label} | {p.name} | {p.committed} | {p.today} "
+              f"| {p.outcome} |" for p in pairs]
     lines += [f"\nFAILED {failure}" for failure in failures]
     return "\n".join(lines) + "\n"
 

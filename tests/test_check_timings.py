@@ -32,7 +32,7 @@ def test_an_unchanged_verdict_agrees_and_a_changed_one_differs(tmp_path: Path) -
     report = tmp_path / "report.md"
     assert main(["--report", str(report), str(path)]) == 0, report.read_text()
     text = report.read_text()
-    assert "| timed | two ops | sleep | slower (" in text and "| agrees |" in text
+    assert "| timed | - | none | two ops | sleep | slower (" in text and "| agrees |" in text
     assert "1 of 1 verdicts agree" in text and "machine:" in text and "load average" in text
 
     nb = nbformat.read(path, as_version=4)  # as if the committed table had said the opposite
