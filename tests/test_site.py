@@ -596,3 +596,32 @@ def test_coverage_map_lists_every_section_claim_key_and_lab_part(site: Path) -> 
     plain = [re.sub(r"[`*]", "", entry) for entry in expected]
     missing = [entry for entry in plain if entry not in page]
     assert expected and not missing, f"the coverage map lacks {len(missing)} entries, e.g. {missing[:5]}"
+
+
+#: The claims page with every chapter's table folded: an overview a phone can scroll through (about 4,700 px at
+#: 390 px, against 63,000 px unfolded).
+CLAIMS_FOLDED_HEIGHT = 8000
+
+
+@pytest.mark.parametrize("width", [PHONE_WIDTH, 1280])
+def test_claims_page_fits_a_phone_and_folds_each_chapter(width: int, visit: Opener) -> None:
+    """book/_ext/claims.py folds each chapter's table in a <details>; on a phone each row is a card
+    (_static/book.css). Every table, folded or open, fits the column without scrolling in place."""
+    v = visit("book/claims.html", width)
+    chapters = len([f for f in _toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f)])
+    folds = v.page.evaluate("[...document.querySelectorAll('details.ptlabs-claims-table')].map(d => d.open)")
+    assert folds == [False] * chapters, f"expected {chapters} folded chapter tables, found {folds}"
+    height = v.page.evaluate("document.documentElement.scrollHeight")
+    assert width > PHONE_WIDTH or height <= CLAIMS_FOLDED_HEIGHT, f"the folded page is {height} px tall"
+    v.page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    wide = v.page.evaluate(
+        "[...document.querySelectorAll('article table')].filter(t => t.scrollWidth > t.parentElement.clientWidth"
+        " + 1).map(t => t.innerText.slice(0, 60))"
+    )
+    assert not wide, f"tables wider than the column at {width} px: {wide}"
+    assert v.page.evaluate("document.documentElement.scrollWidth") <= width
+    if width == PHONE_WIDTH:  # a card labels each cell, since the header row is hidden
+        label = v.page.evaluate(
+            "getComputedStyle(document.querySelector('.ptlabs-claims-table td:nth-child(4)'), '::before').content"
+        )
+        assert label == '"shown in"', label

@@ -42,13 +42,14 @@ class ClaimSectionRole(SphinxRole):
         return [claim_section(f"§{number}", f"§{number}", docname=docname, number=int(number))], []
 
 
-#: The overview's columns for how rows were settled; rows settled in another chapter count as "elsewhere".
-SETTLED_COLUMNS = (*SETTLED_BY, "elsewhere")
-SHORT = {"not tested here": "untested", "GPU, not run here": "GPU, not run", "not reproduced here": "not reproduced"}
+#: The overview's columns for how rows were settled; rows settled in another chapter count as "another chapter".
+#: The names are the chapters' own (claims_table.py), so the page and the tables read alike.
+ANOTHER_CHAPTER = "another chapter"
+SETTLED_COLUMNS = (*SETTLED_BY, ANOTHER_CHAPTER)
 
 
 def _settled_kind(claim: Claim) -> str:
-    return "elsewhere" if claim.settled_in_chapter else claim.settled_by
+    return ANOTHER_CHAPTER if claim.settled_in_chapter else claim.settled_by
 
 
 def _sections(docname: str, shown_in: str) -> str:
@@ -98,10 +99,22 @@ def _header(columns: list[str]) -> list[str]:
 
 SETTLED_NOTE = (
     "How the verdicts are known: a **cell** that ran on this CPU, a **citation** of the official "
-    "documentation, or **elsewhere** (another chapter's row with the same claim). Rows whose evidence is a "
-    "**GPU** cell that did not run here, or a case **not reproduced** here, settle nothing: their verdict "
+    "documentation, or **another chapter** (its row with the same claim settles it). Rows whose evidence is a "
+    "**GPU** cell that did not run here, or a case **not reproduced here**, settle nothing: their verdict "
     "is *Not tested here*."
 )
+
+#: Each chapter's table folds away (plain HTML, no script): the page opens as an overview that fits a phone.
+#: On a narrow screen each row becomes a card (_static/book.css, `.ptlabs-claims-table`).
+FOLD_OPEN = '<details class="ptlabs-claims-table"><summary>Show the {count} claims of chapter {chapter}</summary>'
+FOLD_CLOSE = "</details>"
+#: The overview's two tables of counts, set tighter on a phone so that all their columns fit.
+OVERVIEW_OPEN = '<div class="ptlabs-claims-overview">'
+OVERVIEW_CLOSE = "</div>"
+
+
+def _raw_html(text: str) -> list[str]:
+    return ["```{raw} html", text, "```", ""]
 
 
 class TestedClaims(SphinxDirective):
@@ -111,8 +124,8 @@ class TestedClaims(SphinxDirective):
         root = Path(self.env.srcdir)
         lines: list[str] = []
         # Two narrow tables rather than one wide one: the page must fit a phone.
-        verdict_table = _header(["claims", *(SHORT.get(v.lower(), v.lower()) for v in VERDICTS)])
-        settled_table = _header([SHORT.get(k, k) for k in SETTLED_COLUMNS])
+        verdict_table = _header(["claims", *VERDICTS])
+        settled_table = _header(list(SETTLED_COLUMNS))
         everything: list[Claim] = []
         by_chapter: dict[str, list[Claim]] = {}
         published = [p for p in sorted((root / CHAPTERS).glob("*.ipynb")) if f"{CHAPTERS}/{p.stem}" in self.env.found_docs]
@@ -139,15 +152,19 @@ class TestedClaims(SphinxDirective):
             lines += [
                 f"## {chapter_title(nb)}", "",
                 f"{len(claims)} claims. Chapter: {{doc}}`/{docname}`.", "",
-                "| claim (source) | verdict | settled by | settled in |", "|---|---|---|---|",
+                *_raw_html(FOLD_OPEN.format(count=len(claims), chapter=path.stem[:2])),
+                "| claim (source) | verdict | settled by | shown in |", "|---|---|---|---|",
                 *(_row(docname, claim, docnames, settling) for claim in claims), "",
+                *_raw_html(FOLD_CLOSE),
             ]
         for problem in inconsistent_keys(by_chapter):
             logger.warning(f"claims tables disagree: {problem}", location=(self.env.docname, self.lineno))
         overview = [
             "## Overview", "", "Verdicts, chapter by chapter:", "",
-            *verdict_table, f"| **all** | {_verdict_counts(distinct(everything))} |", "",
-            SETTLED_NOTE, "", *settled_table, f"| **all** | {_settled_counts(distinct(everything))} |", "",
+            *_raw_html(OVERVIEW_OPEN), *verdict_table, f"| **all** | {_verdict_counts(distinct(everything))} |", "",
+            *_raw_html(OVERVIEW_CLOSE), SETTLED_NOTE, "",
+            *_raw_html(OVERVIEW_OPEN), *settled_table, f"| **all** | {_settled_counts(distinct(everything))} |", "",
+            *_raw_html(OVERVIEW_CLOSE),
             f"A chapter counts the rows of its own table; **all** counts each claim once ({len(everything)} rows hold"
             f" {len(distinct(everything))} claims: a claim shown in two chapters has a row in each).", "",
         ]
