@@ -62,8 +62,29 @@ def test_expect_error_refuses_a_non_exception() -> None:
 def test_show_states_renders_static_html_and_text() -> None:
     view = ptlabs.show_states({"x.t()": "stride (1, 3)", "<b>": "a & b"})
     page = view._repr_html_()
-    assert page.count("<details") == 2 and " open>" in page
+    assert page.count("type='radio'") == 2 and page.count(" checked") == 1, "one choice per state, the first chosen"
+    assert page.count("class='ptlabs-state'") == 2 and ":checked ~" in page, "CSS shows the chosen state only"
     assert "&lt;b&gt;" in page and "a &amp; b" in page and "<script" not in page
     assert repr(view).startswith("--- x.t()\nstride (1, 3)")
+    assert page == ptlabs.show_states({"x.t()": "stride (1, 3)", "<b>": "a & b"})._repr_html_(), (
+        "the HTML is compared by nbval: it must not change from run to run"
+    )
     with pytest.raises(ValueError, match="at least one state"):
         ptlabs.show_states({})
+
+
+def test_show_states_embeds_each_state_figure() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure(figsize=(2, 1))
+    plt.plot([1, 2, 3])
+    view = ptlabs.show_states({"lr=0.1": "diverges", "lr=0.01": "learns"}, figures={"lr=0.1": figure})
+    page = view._repr_html_()
+    assert page.count("data:image/png;base64,") == 1 and "alt='lr=0.1: the figure" in page
+    assert "(with a figure)" in repr(view)
+    assert not plt.get_fignums(), "the figure was left open, so Jupyter would draw it again below the states"
+    with pytest.raises(ValueError, match=r"figures for states that do not exist: \['lr=1'\]"):
+        ptlabs.show_states({"lr=0.1": "x"}, figures={"lr=1": plt.figure()})
