@@ -138,6 +138,28 @@ def figures_fit_the_page(nb: nbformat.NotebookNode) -> list[str]:
     ]
 
 
+#: The smallest text a figure may draw, in points: the phone layout (_static/book.css) shows a figure at 480
+#: px for about 640-700 px drawn, so 10 pt (13.9 px at the book's 100 dpi) stays 9 px or more on screen.
+MIN_FIGURE_FONT_PT = 10
+SMALL_FONT = re.compile(
+    r"\b(?:fontsize|labelsize|size|titlesize|legend_fontsize)\s*=\s*(?:(\d+(?:\.\d+)?)\b"
+    r"|[\"'](?:xx-small|x-small|small|smaller)[\"'])"
+)
+
+
+def figure_text_readable_on_a_phone(nb: nbformat.NotebookNode) -> list[str]:
+    """A cell that draws a figure sets no text smaller than 10 pt (tick labels, legends, annotations)."""
+    problems = []
+    for index, cell in _code_cells(nb):
+        if not any("image/png" in out.get("data", {}) for out in cell.outputs):
+            continue
+        for match in SMALL_FONT.finditer(cell.source):
+            if match[1] is None or float(match[1]) < MIN_FIGURE_FONT_PT:
+                problems.append(f"{cell_name(nb, index)} draws text at {match[0]!r}: under "
+                                f"{MIN_FIGURE_FONT_PT} pt it is unreadable on a phone")
+    return problems
+
+
 def exercises_balanced_verdicts_printed(nb: nbformat.NotebookNode) -> list[str]:
     """Gated exercise/solution directives open and close in pairs; every verdict cell printed a ✅ line."""
     markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
@@ -307,6 +329,28 @@ def timings_compared_by_the_helper(nb: nbformat.NotebookNode) -> list[str]:
     ]
 
 
+#: Paths that name the machine a notebook ran on: temporary folders (ipykernel's cell files, mkdtemp), a
+#: virtual environment's or any site-packages, home folders, and this checkout. A reader's machine has none.
+MACHINE_PATH = re.compile(
+    r"(?:/tmp/|/var/folders/|/private/var/|/[\w.-]+(?:/[\w.-]+)*/site-packages/|/home/[\w.-]+/|/root/"
+    r"|/Users/[\w.-]+/|[A-Za-z]:\\Users\\|" + re.escape(str(ROOT)) + r")"
+)
+
+
+def outputs_hold_no_machine_paths(nb: nbformat.NotebookNode) -> list[str]:
+    """No committed output names a folder of the machine that ran it: print a relative path or a placeholder."""
+    problems = []
+    for index, cell in _code_cells(nb):
+        for output in cell.outputs:
+            texts = [output.get("text", ""), "\n".join(output.get("traceback", [])),
+                     *(str(value) for key, value in output.get("data", {}).items() if key.startswith("text/"))]
+            found = next((m for text in texts for m in [MACHINE_PATH.search(text)] if m), None)
+            if found:
+                problems.append(f"{cell_name(nb, index)} prints a path of the machine that ran it: {found[0]!r}")
+                break
+    return problems
+
+
 def timing_tables_hold_together(nb: nbformat.NotebookNode) -> list[str]:
     """A committed timing table describes the code, not the load: it ran its machine check, the machine was
     quiet, and its median times agree with its per-round ratios and its verdicts (tests/timing_tables.py)."""
@@ -324,6 +368,7 @@ RULES: tuple[Rule, ...] = (
     outputs_present,
     outputs_fit_the_page,
     figures_fit_the_page,
+    figure_text_readable_on_a_phone,
     exercises_balanced_verdicts_printed,
     checks_apart_from_solutions,
     cites_the_sources_page,
@@ -337,4 +382,5 @@ RULES: tuple[Rule, ...] = (
     figures_have_alt_text,
     timings_compared_by_the_helper,
     timing_tables_hold_together,
+    outputs_hold_no_machine_paths,
 )

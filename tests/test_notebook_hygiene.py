@@ -206,6 +206,27 @@ BAD_NOTEBOOKS = {
         _notebook(_cell("a = ptlabs.measure(f)\nb = ptlabs.measure(g)\nprint(a.median / b.median)", 1)),
         "compare them with ptlabs.compare",
     ),
+    "tiny figure text": (
+        hygiene.figure_text_readable_on_a_phone,
+        _notebook(_cell("ax.set_title(name, fontsize=8)\nax.legend(fontsize='small')", 1, [WIDE_FIGURE])),
+        "draws text at 'fontsize=8'",
+    ),
+    "temporary path": (
+        hygiene.outputs_hold_no_machine_paths,
+        _notebook(_cell("%%writefile x.py", 1, [_stream("Writing /tmp/ch06_63xuw_1f/collectives.py\n")])),
+        "prints a path of the machine that ran it: '/tmp/'",
+    ),
+    "site-packages path in a traceback": (
+        hygiene.outputs_hold_no_machine_paths,
+        _notebook(_cell("f()", 1, [nbformat.v4.new_output(
+            "error", ename="E", evalue="", traceback=['File "/srv/x/.venv/lib/python3.11/site-packages/torch/a.py"'])])),
+        "'/srv/x/.venv/lib/python3.11/site-packages/'",
+    ),
+    "home folder": (
+        hygiene.outputs_hold_no_machine_paths,
+        _notebook(_cell("print(p)", 1, [_stream("saved to /home/ana/ckpt.pt\n")])),
+        "'/home/ana/'",
+    ),
     "timing table without a machine check": (
         hygiene.timing_tables_hold_together, _notebook(_cell("ptlabs.compare(...)", 1, [_stream(
             "t: 5 interleaved rounds, median time per round\n            time  x baseline (IQR)\n"

@@ -38,7 +38,7 @@ import yaml
 from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
 
 from tests.bootstrap import book_config
-from tests.hygiene import read_claims, section_titles  # book/_ext/claims_table.py: what the generated pages read
+from tests.hygiene import MIN_FIGURE_FONT_PT, read_claims, section_titles  # book/_ext/claims_table.py: what the generated pages read
 from tests.manifest import ROOT, load_manifest
 
 CONFIG = book_config()
@@ -421,11 +421,17 @@ def test_chapters_cite_the_sources_page(site: Path) -> None:
 PHONE_WIDTH = 390
 
 
+#: A figure's natural size against its size on screen: (image, pixels drawn, CSS pixels shown).
+FIGURE_SIZES = ("[...document.querySelectorAll('article div.cell_output img')].filter(i => i.src.endsWith('.png'))"
+                ".map(i => [i.src.split('/').pop(), i.naturalWidth, i.getBoundingClientRect().width])")
+
+
 @pytest.fixture(scope="module")
-def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[int, list[str]]]:
+def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[int, list[str], list]]:
     """Every page of the table of contents, opened once at a phone's width and left until its network is
-    idle: its scroll width and the requests that tried to leave the site. One pass serves two tests (each
-    page costs the browser about a second). A page wider than the phone is saved as a screenshot."""
+    idle: its scroll width, the requests that tried to leave the site, and its figures' sizes. One pass
+    serves three tests (each page costs the browser about a second). A page wider than the phone is saved
+    as a screenshot."""
     seen = {}
     for file in _toc_files(TOC):
         v = Visit(browser, base_url, f"{file}.html", PHONE_WIDTH)
@@ -434,15 +440,15 @@ def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[
             width = v.page.evaluate("document.documentElement.scrollWidth")
             if width > PHONE_WIDTH:
                 v.page.screenshot(path=str(shots / f"phone-{file.replace('/', '-')}.png"), full_page=True)
-            seen[file] = (width, sorted(set(v.outside)))
+            seen[file] = (width, sorted(set(v.outside)), v.page.evaluate(FIGURE_SIZES))
         finally:
             v.close()
     return seen
 
 
-def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, list[str]]], shots: Path) -> None:
+def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, list[str], list]], shots: Path) -> None:
     """At a phone's width, long code, headings and tables wrap or scroll in place (_static/book.css)."""
-    wide = [f"{file}: {width} px" for file, (width, _) in phone_pass.items() if width > PHONE_WIDTH]
+    wide = [f"{file}: {width} px" for file, (width, _, _) in phone_pass.items() if width > PHONE_WIDTH]
     assert not wide, (
         f"pages wider than a {PHONE_WIDTH} px phone screen (screenshots in {shots}):\n  " + "\n  ".join(wide)
     )
@@ -482,9 +488,21 @@ def test_no_code_or_output_is_cut_at_laptop_widths(width: int, visit: Opener) ->
     assert not cut, f"{len(cut)} of {blocks} code blocks cut at {width} px:\n  " + "\n  ".join(cut[:10])
 
 
-def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, list[str]]]) -> None:
+def test_figures_are_readable_on_a_phone(phone_pass: dict[str, tuple[int, list[str], list]]) -> None:
+    """Every figure's smallest text (10 pt or more, tests/hygiene.py; 100 dpi, ptlabs' style) shows at 9 CSS px or
+    more at a phone's width: _static/book.css keeps figures at 480 px there, in a box that scrolls sideways."""
+    smallest = MIN_FIGURE_FONT_PT * 100 / 72  # pixels in the PNG
+    figures = [(file, *size) for file, (_, _, sizes) in phone_pass.items() for size in sizes]
+    assert figures, "no figure found on any page: is the selector still right?"
+    small = [f"{file}: {name} drawn {natural} px wide, shown {shown:.0f} px: its {MIN_FIGURE_FONT_PT} pt text is "
+             f"{smallest * shown / natural:.1f} px" for file, name, natural, shown in figures
+             if smallest * shown / natural < 9]
+    assert not small, f"figures unreadable at {PHONE_WIDTH} px:\n  " + "\n  ".join(small)
+
+
+def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, list[str], list]]) -> None:
     """Offline, a page must lose nothing: no CDN script, font or style is requested (_static/mathjax is local)."""
-    outside = {file: requests[:3] for file, (_, requests) in phone_pass.items() if requests}
+    outside = {file: requests[:3] for file, (_, requests, _) in phone_pass.items() if requests}
     assert not outside, f"pages requested non-local resources: {outside}"
 
 
@@ -625,3 +643,22 @@ def test_claims_page_fits_a_phone_and_folds_each_chapter(width: int, visit: Open
             "getComputedStyle(document.querySelector('.ptlabs-claims-table td:nth-child(4)'), '::before').content"
         )
         assert label == '"shown in"', label
+
+
+def test_static_explorers_switch_states_without_javascript(browser: Browser, base_url: str) -> None:
+    """Each chapter's precomputed explorer states (ptlabs.show_states) show one at a time, and a click on a choice
+    shows that state: radio buttons and CSS, so it works with JavaScript off."""
+    context = browser.new_context(java_script_enabled=False, viewport={"width": PHONE_WIDTH, "height": 900})
+    try:
+        page = context.new_page()
+        for chapter, path in _chapter_paths().items():
+            page.goto(f"{base_url}/{path}")
+            view = page.locator("div.ptlabs-states").first
+            shown = view.evaluate("v => [...v.querySelectorAll('.ptlabs-state')].map(s => s.offsetParent !== null)")
+            assert shown[:1] == [True] and not any(shown[1:]), f"chapter {chapter:02d}: states shown {shown}"
+            if len(shown) > 1:
+                view.locator("label").nth(1).click()
+                shown = view.evaluate("v => [...v.querySelectorAll('.ptlabs-state')].map(s => s.offsetParent !== null)")
+                assert shown[:2] == [False, True], f"chapter {chapter:02d}: after choosing the second state, {shown}"
+    finally:
+        context.close()
