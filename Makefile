@@ -13,11 +13,16 @@ PYTEST_WORKERS ?= 2
 # The pinned torch wheel and CI use this version; `make PYTHON=python3.11 ...` picks another interpreter.
 PYTHON_VERSION := 3.11
 
-.PHONY: book test check check-timings test-gpu refresh setup check-python system-deps browser clean
+.PHONY: book pdf test check check-timings test-gpu refresh setup check-python system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
+
+# The PDF edition, printed from the website by the tests' Chromium, written beside it
+# (_build/html/pytorch-core-apis-tested.pdf, which the introduction links).
+pdf: book browser
+	$(BIN)/python -m tests.pdf_edition
 
 # -rfEs: the summary lists failures, errors and every skip with its reason.
 test: setup browser

@@ -662,3 +662,31 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
                 assert shown[:2] == [False, True], f"chapter {chapter:02d}: after choosing the second state, {shown}"
     finally:
         context.close()
+
+
+def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path) -> None:
+    """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
+    one outline entry per page of the table of contents, under the page's title, and no lab answer on the
+    labs' pages. (The other pages are printed from the HTML that test_site_publishes_no_solution_and_no_hidden_test
+    reads; reading the whole PDF's text would cost a minute.)"""
+    from pypdf import PdfReader
+
+    from tests.pdf_edition import PDF_NAME, build_pdf, toc_pages
+
+    reader = PdfReader(build_pdf(site, site / PDF_NAME))
+    titles = [item.title for item in reader.outline]
+    assert len(titles) == len(toc_pages()), f"{len(titles)} outline entries for {len(toc_pages())} pages: {titles}"
+    for path in _chapter_paths().values():  # each chapter under its own "NN · Title"
+        first_line = nbformat.read(ROOT / path.replace(".html", ".ipynb"), as_version=4).cells[0].source.splitlines()[0]
+        assert first_line.removeprefix("# ").replace("`", "") in titles, f"the outline lacks {first_line!r}"
+    assert len(reader.pages) > 10 * len(titles), f"{len(reader.pages)} pages: the chapters were not printed whole"
+    starts = [reader.get_destination_page_number(item) for item in reader.outline] + [len(reader.pages)]
+    lab_pages = [number for title, start, end in zip(titles, starts, starts[1:], strict=False)
+                 if title.startswith("Lab ") for number in range(start, end)]
+    assert lab_pages, "no lab in the outline"
+    squeezed = re.sub(r"\s+", "", "".join(reader.pages[number].extract_text() for number in lab_pages))
+    assert "Part1" in squeezed, "the labs' pages hold no lab text"
+    leaks = [f"{line!r} ({where})" for line, where in _secret_lines().items() if re.sub(r"\s+", "", line) in squeezed]
+    assert not leaks, "the PDF gives away lab answers:\n  " + "\n  ".join(leaks)
+    intro = (site / "book" / "intro.html").read_text(encoding="utf-8")
+    assert f'href="../{PDF_NAME}"' in intro, "the introduction does not link the PDF"

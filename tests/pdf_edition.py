@@ -1,0 +1,111 @@
+"""`make pdf`: the whole book as one PDF, printed from the built website by the Chromium the tests use.
+
+Usage: python -m tests.pdf_edition [--site _build/html] [--out FILE]
+
+Every page of the table of contents, in its order, is printed by headless Chromium (print styles in
+_static/book.css hide the navigation) and the pages are joined into one file whose outline has one
+entry per page, under its title. Solutions stay collapsed, as on the site; lab pages are the
+student releases, without answers. Nothing is fetched from the network, and no second Sphinx build
+is needed: the PDF is printed from the same site the tests check. The file is written beside the
+site (``pytorch-core-apis-tested.pdf`` at its root), where the website's introduction links it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from playwright.sync_api import sync_playwright
+from pypdf import PdfReader, PdfWriter
+
+from tests.manifest import ROOT
+
+PDF_NAME = "pytorch-core-apis-tested.pdf"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+MARGINS = {"top": "14mm", "bottom": "14mm", "left": "12mm", "right": "12mm"}
+
+
+def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
+    """The site's pages in reading order: the root, then every ``file`` of _toc.yml."""
+    data = yaml.safe_load(toc.read_text(encoding="utf-8"))
+
+    def files(node: object) -> Iterator[str]:
+        if isinstance(node, dict):
+            if "file" in node:
+                yield node["file"]
+            for value in node.values():
+                yield from files(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from files(item)
+
+    return [data["root"], *files(data.get("parts", []))]
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the stdlib's name)
+        pass
+
+
+@contextmanager
+def _served(site: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def build_pdf(site: Path, out: Path) -> Path:
+    """Print every page of ``site`` in table-of-contents order into ``out``, one outline entry per page."""
+    missing = [page for page in toc_pages() if not (site / f"{page}.html").exists()]
+    if missing:
+        raise FileNotFoundError(f"{site} lacks {missing[:3]}: build the website first (make book)")
+    writer = PdfWriter()
+    with _served(site) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
+        for name in toc_pages():
+            page.goto(f"{base}/{name}.html", wait_until="networkidle")
+            title = page.locator("article h1").first.inner_text().strip().rstrip("#").strip()
+            printed = PdfReader(io.BytesIO(page.pdf(format="A4", margin=MARGINS, print_background=True, scale=0.8)))
+            first = len(writer.pages)
+            for printed_page in printed.pages:
+                writer.add_page(printed_page)
+            writer.add_outline_item(title=title, page_number=first)
+        browser.close()
+    writer.add_metadata({"/Title": "PyTorch Core APIs, Tested"})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("wb") as file:
+        writer.write(file)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html", help="the built website")
+    parser.add_argument("--out", type=Path, default=None, help=f"the PDF (default: SITE/{PDF_NAME})")
+    args = parser.parse_args(argv)
+    try:
+        out = build_pdf(args.site, args.out or args.site / PDF_NAME)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {out} ({len(PdfReader(out).pages)} pages)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
