@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Browser, sync_playwright
 from pypdf import PdfReader, PdfWriter
 
 from tests.manifest import ROOT
@@ -67,14 +67,23 @@ def _served(site: Path) -> Iterator[str]:
         server.server_close()
 
 
-def build_pdf(site: Path, out: Path) -> Path:
-    """Print every page of ``site`` in table-of-contents order into ``out``, one outline entry per page."""
+def build_pdf(site: Path, out: Path, browser: Browser | None = None) -> Path:
+    """Print every page of ``site`` in table-of-contents order into ``out``, one outline entry per page.
+
+    ``browser``: a Chromium already launched (the site tests'); by default one is started here.
+    """
     missing = [page for page in toc_pages() if not (site / f"{page}.html").exists()]
     if missing:
         raise FileNotFoundError(f"{site} lacks {missing[:3]}: build the website first (make book)")
+    if browser is None:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                return build_pdf(site, out, launched)
+            finally:
+                launched.close()
     writer = PdfWriter()
-    with _served(site) as base, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    with _served(site) as base:
         page = browser.new_page()
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
         for name in toc_pages():
@@ -85,7 +94,7 @@ def build_pdf(site: Path, out: Path) -> Path:
             for printed_page in printed.pages:
                 writer.add_page(printed_page)
             writer.add_outline_item(title=title, page_number=first)
-        browser.close()
+        page.close()
     writer.add_metadata({"/Title": "PyTorch Core APIs, Tested"})
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as file:

@@ -148,7 +148,7 @@ def test_a_busy_machine_gives_no_verdict(stalled: int, busy: bool) -> None:
     table = comparison.table()
     assert ("the machine was busy" in table) is busy
     assert ("b: 3.0x the time of a (slower)" in table) is not busy
-    assert "machine check: 8x the matmul work took" in table
+    assert table.count("machine check: ") == 1
 
 
 def test_a_comparison_without_a_machine_check_says_so() -> None:

@@ -664,7 +664,7 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
-def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path) -> None:
+def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, browser: Browser) -> None:
     """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
     one outline entry per page of the table of contents, under the page's title, and no lab answer on the
     labs' pages. (The other pages are printed from the HTML that test_site_publishes_no_solution_and_no_hidden_test
@@ -673,7 +673,7 @@ def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path)
 
     from tests.pdf_edition import PDF_NAME, build_pdf, toc_pages
 
-    reader = PdfReader(build_pdf(site, site / PDF_NAME))
+    reader = PdfReader(build_pdf(site, site / PDF_NAME, browser))
     titles = [item.title for item in reader.outline]
     assert len(titles) == len(toc_pages()), f"{len(titles)} outline entries for {len(toc_pages())} pages: {titles}"
     for path in _chapter_paths().values():  # each chapter under its own "NN · Title"

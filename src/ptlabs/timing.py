@@ -198,10 +198,10 @@ class Comparison:
         """The machine check in one line: quiet, busy, or not run."""
         if not self.checks:
             return "machine check: not run, so a busy machine cannot be told apart"
+        if self.busy:
+            return f"machine check: {BUSY}, {self.stalled_rounds} of {self.rounds} rounds stalled"
         median = statistics.median(self.check_ratios())
-        state = (f"{BUSY} ({self.stalled_rounds} of {self.rounds} rounds stalled)" if self.busy
-                 else "quiet")
-        return f"machine check: 8x the matmul work took {median:.1f}x the time: {state}"
+        return f"machine check: 8x the matmul work took {median:.1f}x the time: quiet"
 
     def table(self) -> str:
         """Median time per candidate, its ratio to the baseline with the spread, and the verdict."""
