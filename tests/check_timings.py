@@ -3,7 +3,7 @@
 Usage: python -m tests.check_timings [--report FILE] [NOTEBOOK ...]   (default: every chapter)
 
 Each chapter holding a timing table is executed in memory, natively as `make refresh` does (the
-machine's best kernels, all its threads), and never written. Every table's verdicts, committed and
+machine's best kernels, all its threads, a cold Inductor cache), and never written. Every table's verdicts, committed and
 new, are read back (tests/timing_tables.py) and matched by label; the report lists each pair and
 whether they agree, with the machine, its load and the date. Run it on a quiet machine: a table
 that ran while the machine was busy is reported as such, never as a disagreement. The exit status
@@ -26,7 +26,7 @@ import torch
 from tests.hygiene import read_claims
 from claims_table import SECTION_HEADING  # noqa: E402  (book/_ext, on the path once tests.hygiene is imported)
 from tests.manifest import ROOT, load_manifest
-from tests.notebook_tools import NotebookError, execute_notebook, read_notebook
+from tests.notebook_tools import NotebookError, execute_cold, read_notebook
 from tests.timing_tables import Table, notebook_tables
 from tests.validation import today
 
@@ -83,7 +83,7 @@ def compare_notebook(path: Path) -> list[Pair]:
         return []
     claims, _ = read_claims(nb)
     fresh_nb = read_notebook(path)
-    execute_notebook(fresh_nb, path.parent)
+    execute_cold(fresh_nb, path.parent)
     fresh = notebook_tables(fresh_nb)
     pairs = []
     for index, old in enumerate(committed):

@@ -7,8 +7,10 @@ Nothing is written unless the whole notebook ran: a broken notebook is reported 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
@@ -40,11 +42,12 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str = "python3") -> float:
+def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str = "python3",
+                     env: Mapping[str, str] | None = None) -> float:
     """Run every code cell in order, in ``workdir``, as Run All does; return the wall time in seconds.
 
     No tag is honoured: a learner's Run All ignores tags, so any error raises NotebookError naming
-    the cell. No widget state is stored: the website shows explorers as static states, and a page
+    the cell. ``env`` adds to the kernel's environment. No widget state is stored: the website shows explorers as static states, and a page
     with widget state would load the widget JavaScript from a CDN.
     """
     nb.metadata.pop("widgets", None)
@@ -53,7 +56,8 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str 
     )
     started = time.perf_counter()
     token = uuid.uuid4().hex
-    with _no_process_left_behind(f"{RUN_MARK}={token}"), client.setup_kernel(env={**os.environ, RUN_MARK: token}):
+    kernel_env = {**os.environ, **(env or {}), RUN_MARK: token}
+    with _no_process_left_behind(f"{RUN_MARK}={token}"), client.setup_kernel(env=kernel_env):
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -65,6 +69,13 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str 
             if error is not None:  # nbclient itself lets a cell tagged `raises-exception` fail
                 raise NotebookError(f"code cell {index} failed: {error.ename}: {error.evalue}")
     return time.perf_counter() - started
+
+
+def execute_cold(nb: nbformat.NotebookNode, workdir: Path) -> float:
+    """:func:`execute_notebook` with a cold Inductor cache of its own, as on a reader's first run: a compile
+    the chapter times is a real compile (`make refresh`, `make check-timings`)."""
+    with tempfile.TemporaryDirectory(prefix="inductor-cold-") as cache:
+        return execute_notebook(nb, workdir, env={"TORCHINDUCTOR_CACHE_DIR": cache})
 
 
 #: Set in the kernel's environment, which every process it starts inherits: how a leftover is recognised.

@@ -19,7 +19,7 @@ import nbformat
 from ptlabs.timing import BUSY
 
 from tests.manifest import ROOT, load_manifest
-from tests.notebook_tools import NotebookError, collapse_solutions, ensure_bootstrap, execute_notebook, read_notebook
+from tests.notebook_tools import NotebookError, collapse_solutions, ensure_bootstrap, execute_cold, read_notebook
 from tests.timing_tables import notebook_tables
 from tests.validation import stamp
 
@@ -27,13 +27,14 @@ from tests.validation import stamp
 def refresh_notebook(path: Path, *, allow_busy: bool = False) -> float:
     """Execute one notebook and write it back; return its run time.
 
-    A timing table measured while the machine was busy describes the load, not the code: such a
-    notebook is not written (NotebookError), unless ``allow_busy`` asks for a draft.
+    It runs with a cold Inductor cache of its own. A timing table measured while the machine was busy
+    describes the load, not the code: such a notebook is not written (NotebookError), unless
+    ``allow_busy`` asks for a draft.
     """
     nb = read_notebook(path)
     ensure_bootstrap(nb)
     collapse_solutions(nb)
-    seconds = execute_notebook(nb, path.parent)
+    seconds = execute_cold(nb, path.parent)
     busy = [f"code cell {table.cell} ({table.label}): {table.machine}"
             for table in notebook_tables(nb) if table.machine and BUSY in table.machine]
     if busy and not allow_busy:
