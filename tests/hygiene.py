@@ -351,6 +351,40 @@ def outputs_hold_no_machine_paths(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
+HEADING = re.compile(r"^(#{2,3}) (.+?)\s*$", re.MULTILINE)
+IN_PAGE_LINK = re.compile(r"\]\(#([\w-]+)\)")
+
+
+def _anchor(title: str) -> str:
+    """The id MyST gives a heading (myst_heading_anchors, GitHub's rule): lower case, punctuation dropped."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def written_scripts_show_where_they_run(nb: nbformat.NotebookNode) -> list[str]:
+    """A section's results sit under its heading: a (sub)section that writes a script (`%%writefile`) and runs
+    nothing itself links, in its text, to the heading in this chapter under which the script's output is shown."""
+    sections: list[tuple[str, list[nbformat.NotebookNode]]] = [("(before the first heading)", [])]
+    for cell in nb.cells:
+        headings = HEADING.findall(cell.source) if cell.cell_type == "markdown" else []
+        if headings:
+            sections.append((headings[-1][1], []))
+        sections[-1][1].append(cell)
+    anchors = {_anchor(title) for cell in nb.cells if cell.cell_type == "markdown"
+               for _, title in HEADING.findall(cell.source)}
+    problems = []
+    for title, cells in sections:
+        code = [cell for cell in cells if cell.cell_type == "code"]
+        if not any(cell.source.startswith("%%writefile") for cell in code):
+            continue
+        if any(not cell.source.startswith("%%writefile") for cell in code):
+            continue  # it runs something under its own heading
+        links = {link for cell in cells if cell.cell_type == "markdown" for link in IN_PAGE_LINK.findall(cell.source)}
+        if not links & anchors:
+            problems.append(f"section {title!r} writes a script but shows no result: run it there, or link the "
+                            "heading under which its output appears")
+    return problems
+
+
 def timing_tables_hold_together(nb: nbformat.NotebookNode) -> list[str]:
     """A committed timing table describes the code, not the load: it ran its machine check, the machine was
     quiet, and its median times agree with its per-round ratios and its verdicts (tests/timing_tables.py)."""
@@ -383,4 +417,5 @@ RULES: tuple[Rule, ...] = (
     timings_compared_by_the_helper,
     timing_tables_hold_together,
     outputs_hold_no_machine_paths,
+    written_scripts_show_where_they_run,
 )

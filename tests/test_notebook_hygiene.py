@@ -211,6 +211,15 @@ BAD_NOTEBOOKS = {
         _notebook(_cell("ax.set_title(name, fontsize=8)\nax.legend(fontsize='small')", 1, [WIDE_FIGURE])),
         "draws text at 'fontsize=8'",
     ),
+    "script written, result elsewhere, unsaid": (
+        hygiene.written_scripts_show_where_they_run,
+        _notebook(nbformat.v4.new_markdown_cell("### Unused parameters\n\nThe model below."),
+                  _cell("%%writefile -a lessons.py\ndef unused(): ...", 1),
+                  nbformat.v4.new_markdown_cell("### Changing the model\n\nSee [results](#results)."),
+                  _cell("%%writefile -a lessons.py\ndef changed(): ...", 2),
+                  nbformat.v4.new_markdown_cell("### Results"), _cell("run('lessons.py')", 3)),
+        "section 'Unused parameters' writes a script but shows no result",
+    ),
     "temporary path": (
         hygiene.outputs_hold_no_machine_paths,
         _notebook(_cell("%%writefile x.py", 1, [_stream("Writing /tmp/ch06_63xuw_1f/collectives.py\n")])),
