@@ -49,7 +49,7 @@ class Pair:
     def outcome(self) -> str:
         if self.today == "busy":
             return "busy today: not compared"
-        return "agrees" if self.committed == self.today else "DIFFERS"
+        return "agrees" if _kind(self.committed) == _kind(self.today) else "DIFFERS"
 
 
 def _verdict(table: Table | None, name: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.check_timings import main
+from tests.check_timings import Pair, main
 from tests.notebook_tools import execute_notebook
 
 # The tool's logic, not the machine's load, is under test: the "timing" prints the same table on every run.
@@ -42,3 +42,14 @@ def test_an_unchanged_verdict_agrees_and_a_changed_one_differs(tmp_path: Path) -
     assert main(["--report", str(report), str(path)]) == 1
     assert "| unclear | slower (" in report.read_text() and "DIFFERS" in report.read_text()
     assert nbformat.read(path, as_version=4).cells[0].outputs[0].text == output.text, "the notebook was rewritten"
+
+
+def test_verdicts_agree_by_kind_whatever_their_factors() -> None:
+    """The factor varies with the machine and the run; the kind (slower, faster, unclear) is the verdict."""
+    def outcome(committed: str, today: str) -> str:
+        return Pair("01_x", "§2", "`k`", "label", "b", committed, today).outcome
+
+    assert outcome("slower (2.0x)", "slower (2.4x)") == "agrees"
+    assert outcome("faster (2.3x)", "faster (5.3x)") == "agrees"
+    assert outcome("slower (1.2x)", "unclear") == "DIFFERS"
+    assert outcome("unclear", "busy") == "busy today: not compared"

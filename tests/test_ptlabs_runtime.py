@@ -181,4 +181,4 @@ def test_compare_reports_a_loaded_machine() -> None:
 def test_compare_on_one_thread_by_default() -> None:
     result = ptlabs.compare({"a": lambda: None, "b": lambda: None}, label="x", rounds=5, min_run_time=0.01, show=False)
     assert result.num_threads == 1 and len(result.checks) == 5
-    assert "5 interleaved rounds, 1 thread," in result.table()
+    assert "x: 5 interleaved rounds, 1 thread\n" in result.table()

@@ -17,7 +17,7 @@ import nbformat
 from ptlabs.timing import BUSY
 
 HEADER = re.compile(
-    r"^(?P<label>\S.*): (?P<rounds>\d+) interleaved rounds(?:, (?P<threads>\d+) threads?)?, median time per round$"
+    r"^(?P<label>\S.*): (?P<rounds>\d+) interleaved rounds(?:, (?P<threads>\d+) threads?)?(?:, median time per round)?$"
 )
 ROW = re.compile(
     r"^\s+(?P<name>\S.*?)\s+(?P<time>[\d.,]+) (?P<unit>s|ms|us|ns)\s+"

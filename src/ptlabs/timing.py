@@ -207,8 +207,8 @@ class Comparison:
         """Median time per candidate, its ratio to the baseline with the spread, and the verdict."""
         width = max(len(name) for name in self.times)
         threads = f"{self.num_threads} thread{'s' if self.num_threads > 1 else ''}"
-        lines = [f"{self.label}: {self.rounds} interleaved rounds, {threads}, median time per round",
-                 f"  {'':{width}}  {'time':>9}  {'x baseline (IQR)':>20}"]
+        lines = [f"{self.label}: {self.rounds} interleaved rounds, {threads}",
+                 f"  {'':{width}}  {'median':>9}  {'x baseline (IQR)':>20}"]
         for name in self.times:
             low, median, high = self.ratio(name)
             spread = "baseline" if name == self.baseline else f"{_ratio(median)} ({_ratio(low)}-{_ratio(high)})"
