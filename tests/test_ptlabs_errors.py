@@ -85,6 +85,6 @@ def test_show_states_embeds_each_state_figure() -> None:
     page = view._repr_html_()
     assert page.count("data:image/png;base64,") == 1 and "alt='lr=0.1: the figure" in page
     assert "(with a figure)" in repr(view)
-    assert not plt.get_fignums(), "the figure was left open, so Jupyter would draw it again below the states"
+    assert not plt.fignum_exists(figure.number), "the figure was left open: Jupyter would draw it again"
     with pytest.raises(ValueError, match=r"figures for states that do not exist: \['lr=1'\]"):
         ptlabs.show_states({"lr=0.1": "x"}, figures={"lr=1": plt.figure()})
