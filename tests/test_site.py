@@ -422,8 +422,10 @@ PHONE_WIDTH = 390
 
 
 #: A figure's natural size against its size on screen: (image, pixels drawn, CSS pixels shown).
-FIGURE_SIZES = ("[...document.querySelectorAll('article div.cell_output img')].filter(i => i.src.endsWith('.png'))"
-                ".map(i => [i.src.split('/').pop(), i.naturalWidth, i.getBoundingClientRect().width])")
+FIGURE_SIZES = ("[...document.querySelectorAll('article div.cell_output img')]"
+                ".filter(i => (i.src.endsWith('.png') || i.src.startsWith('data:image/png')) && i.offsetParent)"
+                ".map(i => [i.src.startsWith('data:') ? i.alt : i.src.split('/').pop(), i.naturalWidth,"
+                " i.getBoundingClientRect().width])")
 
 
 @pytest.fixture(scope="module")

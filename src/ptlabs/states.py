@@ -29,6 +29,7 @@ _STYLE = (
     " border: 1px solid #8a8a8a; border-radius: .3rem; font-family: monospace; font-size: .9em;}}"
     "#{id} > input:focus-visible + label, #{id} > label:hover {{outline: 2px solid #4c72b0;}}"
     "#{id} > .ptlabs-state {{display: none;}}"
+    "#{id} img {{max-width: 100%;}}"
 )
 
 
@@ -60,7 +61,7 @@ class StatesView:
     def _panel(self, index: int, label: str, text: str) -> str:
         figure = self.figures.get(label)
         image = (f"<img src='data:image/png;base64,{figure}' alt='{html.escape(label, quote=True)}: the figure the "
-                 "live explorer draws for this state' style='max-width: 100%;'>") if figure else ""
+                 "live explorer draws for this state'>") if figure else ""
         return (f"<div class='ptlabs-state' id='{self.id}-state-{index}'><p><code>{html.escape(label)}</code></p>"
                 f"<pre>{html.escape(text)}</pre>{image}</div>")
 
