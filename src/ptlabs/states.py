@@ -29,7 +29,7 @@ _STYLE = (
     " border: 1px solid #8a8a8a; border-radius: .3rem; font-family: monospace; font-size: .9em;}}"
     "#{id} > input:focus-visible + label, #{id} > label:hover {{outline: 2px solid #4c72b0;}}"
     "#{id} > .ptlabs-state {{display: none;}}"
-    "#{id} img {{max-width: 100%;}}"
+    ".ptlabs-states img {{max-width: 100%;}}"  # a class rule: the site's phone layout may widen it
 )
 
 
