@@ -2,9 +2,9 @@
 
 Usage: python -m tests.pdf_edition [--site _build/html] [--out FILE]
 
-Every page of the table of contents, in its order, is printed by headless Chromium (print styles in
-_static/book.css hide the navigation) and the pages are joined into one file whose outline has one
-entry per page, under its title. Solutions stay collapsed, as on the site; lab pages are the
+Every page of the table of contents, in its order, is printed by headless Chromium (print styles
+in _static/book.css hide the navigation; the claims page's chapter tables are unfolded) and the
+pages are joined into one file whose outline has one entry per page, under its title. Solutions stay collapsed, as on the site; lab pages are the
 student releases, without answers. Nothing is fetched from the network, and no second Sphinx build
 is needed: the PDF is printed from the same site the tests check. The file is written beside the
 site (``pytorch-core-apis-tested.pdf`` at its root), where the website's introduction links it.
@@ -32,6 +32,8 @@ from tests.manifest import ROOT
 PDF_NAME = "pytorch-core-apis-tested.pdf"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MARGINS = {"top": "14mm", "bottom": "14mm", "left": "12mm", "right": "12mm"}
+#: Paper has no click: the claims page's folded chapter tables are printed open.
+UNFOLD = "document.querySelectorAll('details.ptlabs-claims-table').forEach(d => d.open = true)"
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
@@ -88,6 +90,7 @@ def build_pdf(site: Path, out: Path, browser: Browser | None = None) -> Path:
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
         for name in toc_pages():
             page.goto(f"{base}/{name}.html", wait_until="networkidle")
+            page.evaluate(UNFOLD)
             title = page.locator("article h1").first.inner_text().strip().rstrip("#").strip()
             printed = PdfReader(io.BytesIO(page.pdf(format="A4", margin=MARGINS, print_background=True, scale=0.8)))
             first = len(writer.pages)

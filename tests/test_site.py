@@ -690,5 +690,8 @@ def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path,
     assert "Part1" in squeezed, "the labs' pages hold no lab text"
     leaks = [f"{line!r} ({where})" for line, where in _secret_lines().items() if re.sub(r"\s+", "", line) in squeezed]
     assert not leaks, "the PDF gives away lab answers:\n  " + "\n  ".join(leaks)
+    claims_page = titles.index("Claims tested in this book")
+    claims_text = "".join(reader.pages[n].extract_text() for n in range(starts[claims_page], starts[claims_page + 1]))
+    assert "claim (source)" in claims_text, "the claims page was printed with its chapter tables folded"
     intro = (site / "book" / "intro.html").read_text(encoding="utf-8")
     assert f'href="../{PDF_NAME}"' in intro, "the introduction does not link the PDF"
