@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,3 +41,15 @@ def notebooks_on_disk(root: Path = ROOT) -> list[str]:
         for p in found
         if ".ipynb_checkpoints" not in p.parts and not p.name.endswith(".nbconvert.ipynb")
     )
+
+
+def toc_files(node: object) -> Iterator[str]:
+    """Every ``file`` of a parsed _toc.yml (or any part of it), in reading order."""
+    if isinstance(node, dict):
+        if "file" in node:
+            yield node["file"]
+        for value in node.values():
+            yield from toc_files(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from toc_files(item)

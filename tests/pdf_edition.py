@@ -27,7 +27,7 @@ import yaml
 from playwright.sync_api import Browser, sync_playwright
 from pypdf import PdfReader, PdfWriter
 
-from tests.manifest import ROOT
+from tests.manifest import ROOT, toc_files
 
 PDF_NAME = "pytorch-core-apis-tested.pdf"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -39,18 +39,7 @@ UNFOLD = "document.querySelectorAll('details.ptlabs-claims-table').forEach(d => 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
     """The site's pages in reading order: the root, then every ``file`` of _toc.yml."""
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
-
-    def files(node: object) -> Iterator[str]:
-        if isinstance(node, dict):
-            if "file" in node:
-                yield node["file"]
-            for value in node.values():
-                yield from files(value)
-        elif isinstance(node, list):
-            for item in node:
-                yield from files(item)
-
-    return [data["root"], *files(data.get("parts", []))]
+    return [data["root"], *toc_files(data.get("parts", []))]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -39,7 +39,7 @@ from playwright.sync_api import Browser, Page, Request, Response, Route, sync_pl
 
 from tests.bootstrap import book_config
 from tests.hygiene import MIN_FIGURE_FONT_PT, read_claims, section_titles  # book/_ext/claims_table.py: what the generated pages read
-from tests.manifest import ROOT, load_manifest
+from tests.manifest import ROOT, load_manifest, toc_files
 
 CONFIG = book_config()
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
@@ -262,19 +262,8 @@ def test_colab_launch_link(visit: Opener) -> None:
     links.first.wait_for(state="visible")
 
 
-def _toc_files(node: object) -> Iterator[str]:
-    if isinstance(node, dict):
-        if "file" in node:
-            yield node["file"]
-        for value in node.values():
-            yield from _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _toc_files(item)
-
-
 def test_intro_links_every_chapter(visit: Opener) -> None:
-    chapters = sorted(f for f in _toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f))
+    chapters = sorted(f for f in toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f))
     assert chapters, "_toc.yml lists no chapter notebook"
     v = visit(INTRO)
     hrefs = v.page.eval_on_selector_all("article.bd-article a[href]", "links => links.map(a => a.href)")
@@ -370,7 +359,7 @@ def test_a_leak_names_the_page_the_lab_and_the_part(tmp_path: Path) -> None:
 
 def _chapter_paths() -> dict[int, str]:
     """Chapter number -> its page's path in the site, for every chapter notebook in _toc.yml."""
-    paths = {int(match[1]): f"{file}.html" for file in _toc_files(TOC)
+    paths = {int(match[1]): f"{file}.html" for file in toc_files(TOC)
              if (match := re.fullmatch(r"notebooks/(\d\d)_\w+", file))}
     assert paths, "_toc.yml lists no chapter notebook"
     return paths
@@ -435,7 +424,7 @@ def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[
     serves three tests (each page costs the browser about a second). A page wider than the phone is saved
     as a screenshot."""
     seen = {}
-    for file in _toc_files(TOC):
+    for file in toc_files(TOC):
         v = Visit(browser, base_url, f"{file}.html", PHONE_WIDTH)
         try:
             v.page.wait_for_load_state("networkidle")
@@ -567,7 +556,7 @@ def test_claims_page_lists_every_claim_and_its_links_land_on_their_sections(site
     """book/claims.html holds every claims-table row of every chapter; each "§N" link opens section N."""
     page = (site / "book" / "claims.html").read_text(encoding="utf-8")
     expected, keys = 0, set()
-    for file in _toc_files(TOC):
+    for file in toc_files(TOC):
         if re.fullmatch(r"notebooks/\d\d_\w+", file):
             claims, problems = read_claims(nbformat.read(ROOT / f"{file}.ipynb", as_version=4))
             assert claims and not problems, f"{file}: {problems or 'no claims'}"
@@ -603,7 +592,7 @@ def test_coverage_map_lists_every_section_claim_key_and_lab_part(site: Path) -> 
     page = html.unescape(re.sub(r"<[^>]+>", "", (site / "book" / "coverage.html").read_text(encoding="utf-8")))
     page = page.translate(str.maketrans("“”‘’", "\"\"''"))  # Sphinx's smart quotes
     expected = []
-    for file in _toc_files(TOC):
+    for file in toc_files(TOC):
         nb = nbformat.read(ROOT / f"{file}.ipynb", as_version=4) if file.startswith(("notebooks/", "labs/")) else None
         if nb is None:
             continue
@@ -628,7 +617,7 @@ def test_claims_page_fits_a_phone_and_folds_each_chapter(width: int, visit: Open
     """book/_ext/claims.py folds each chapter's table in a <details>; on a phone each row is a card
     (_static/book.css). Every table, folded or open, fits the column without scrolling in place."""
     v = visit("book/claims.html", width)
-    chapters = len([f for f in _toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f)])
+    chapters = len([f for f in toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f)])
     folds = v.page.evaluate("[...document.querySelectorAll('details.ptlabs-claims-table')].map(d => d.open)")
     assert folds == [False] * chapters, f"expected {chapters} folded chapter tables, found {folds}"
     height = v.page.evaluate("document.documentElement.scrollHeight")
