@@ -10,10 +10,13 @@ STAMP := $(VENV)/.installed-requirements
 CHROMIUM ?= /usr/bin/chromium
 export CHROMIUM
 PYTEST_WORKERS ?= 2
-# The pinned torch wheel and CI use this version; `make PYTHON=python3.11 ...` picks another interpreter.
-PYTHON_VERSION := 3.11
+# The torch build: auto (CPU without an NVIDIA GPU, CUDA with one), cpu or cuda. tests/torch_build.py decides.
+TORCH ?= auto
+# The Pythons supported are pyproject.toml's requires-python; tests/python_for_venv.sh reads it and picks the
+# interpreter: $(VENV)'s own, else $(PYTHON), else (PYTHON not set) the newest supported python3.X on PATH.
+FIND_PYTHON = tests/python_for_venv.sh '$(VENV)' '$(PYTHON)' '$(origin PYTHON)'
 
-.PHONY: book pdf test check check-timings test-gpu refresh setup check-python system-deps browser clean
+.PHONY: book pdf test check check-timings test-gpu refresh setup check-python torch system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
@@ -55,30 +58,25 @@ check-timings: setup
 setup: $(STAMP) system-deps
 
 # Reinstalls only when requirements.txt or pyproject.toml changed, so a repeated `make` takes seconds.
-# check-python is order-only: it runs every time (a fraction of a second) but never forces a reinstall.
-$(STAMP): requirements.txt pyproject.toml | check-python
-	@test -x $(BIN)/python || { echo "creating $(VENV) with $(PYTHON) (a few seconds)"; $(PYTHON) -m venv $(VENV); }
-	@echo "installing the pinned Python stack into $(VENV) (first time: a few minutes, mostly torch;" \
-	  "after a change to requirements.txt: under a minute)..."
+# check-python and torch are order-only: they run every time (a fraction of a second) but never force a reinstall.
+$(STAMP): requirements.txt pyproject.toml | check-python torch
+	@echo "installing the pinned Python stack into $(VENV) (after a change to requirements.txt: under a minute)..."
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $@
 	@echo "$(VENV) is ready"
 
-# Python $(PYTHON_VERSION) exactly: .venv's interpreter when .venv exists, otherwise $(PYTHON), which creates it.
+# torch first, as its own step: the build for this machine (tests/torch_build.py prints which, and why).
+torch: check-python
+	@$(BIN)/python -m tests.torch_build --choice '$(TORCH)'
+
+# A supported Python, and $(VENV) made with it. A Debian Python without ensurepip gets its pythonX.Y-venv package.
 check-python:
-	@if [ -x $(BIN)/python ]; then py=$(BIN)/python; else py='$(PYTHON)'; fi; \
-	found=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || { \
-	  echo "error: Python $(PYTHON_VERSION) is needed, and '$(PYTHON)' was not found; set PYTHON=python$(PYTHON_VERSION)" >&2; \
-	  exit 1; }; \
-	if [ "$$found" != $(PYTHON_VERSION) ]; then \
-	  if [ "$$py" = $(BIN)/python ]; then \
-	    echo "error: Python $(PYTHON_VERSION) is needed, but $(VENV) has Python $$found; remove $(VENV)" \
-	      "and run make again with PYTHON=python$(PYTHON_VERSION)" >&2; \
-	  else \
-	    echo "error: Python $(PYTHON_VERSION) is needed, found $$found; set PYTHON=python$(PYTHON_VERSION)" \
-	      "(e.g. make test PYTHON=python$(PYTHON_VERSION))" >&2; \
-	  fi; \
-	  exit 1; \
+	@py=$$($(FIND_PYTHON)) || exit 1; \
+	if [ ! -x $(BIN)/python ]; then \
+	  version=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	  $(call install_missing,$$py -c 'import ensurepip' 2>/dev/null,Python $$version's venv module,python$$version-venv); \
+	  echo "creating $(VENV) with $$py (Python $$version)"; \
+	  $$py -m venv $(VENV) || { rm -rf $(VENV); exit 1; }; \
 	fi
 
 # Graphviz's `dot` draws autograd graphs (torchviz); the site's figures need it. On Linux, libseccomp compiles the

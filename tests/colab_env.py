@@ -59,23 +59,29 @@ BOOTSTRAP_ADDS = (
 
 
 def _closure(roots: tuple[str, ...]) -> set[str]:
-    """The installed distributions ``roots`` need, recursively (markers evaluated, extras not taken)."""
-    seen: set[str] = set()
-    todo = list(roots)
+    """The installed distributions ``roots`` need, recursively: markers evaluated, extras followed.
+
+    Extras matter: PyPI's CUDA build of torch asks for ``cuda-toolkit[cublas,cudart,...]``, and only those
+    extras bring in the NVIDIA libraries, which a Colab runtime has preinstalled beside its torch.
+    """
+    seen: set[tuple[str, str]] = set()
+    todo = [(name, "") for name in roots]
     while todo:
-        name = canonicalize_name(todo.pop())
-        if name in seen:
+        name, extra = todo.pop()
+        name = canonicalize_name(name)
+        if (name, extra) in seen:
             continue
         try:
             requires = metadata.distribution(name).requires or []
         except metadata.PackageNotFoundError:
             raise AssertionError(f"{name} is needed for the Colab-like environment but is not installed") from None
-        seen.add(name)
+        seen.add((name, extra))
         for line in requires:
             requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
-    return seen
+            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
+                todo.append((requirement.name, ""))
+                todo += [(requirement.name, wanted) for wanted in requirement.extras]
+    return {name for name, _ in seen}
 
 
 def _site_entries(distributions: set[str]) -> set[str]:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
+
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = Path(__file__).resolve().parent / "notebooks.toml"
 
@@ -53,3 +55,9 @@ def toc_files(node: object) -> Iterator[str]:
     elif isinstance(node, list):
         for item in node:
             yield from toc_files(item)
+
+
+def supported_pythons(root: Path = ROOT) -> list[str]:
+    """The Python versions pyproject.toml's ``requires-python`` admits ("3.11", ...), where they are declared once."""
+    spec = SpecifierSet(tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"])
+    return [f"3.{minor}" for minor in range(0, 40) if f"3.{minor}" in spec]

@@ -1,4 +1,4 @@
-"""The Makefile's guards say what is wrong in one line: no CUDA for `make test-gpu`, wrong Python.
+"""The Makefile's guards say what is wrong in one line: no CUDA for `make test-gpu`, an unsupported Python.
 
 These run the guards themselves (tests/require_cuda.py, the `check-python` target) and read the
 recipes with `make -n`, which prints commands without running them.
@@ -10,12 +10,13 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.manifest import ROOT
+from tests.manifest import ROOT, supported_pythons
 
 
 def _make(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,30 +56,73 @@ def test_test_prints_skip_reasons() -> None:
 
 def test_check_python_accepts_the_virtualenv() -> None:
     venv = Path(sys.executable).parent.parent
-    if sys.version_info[:2] != (3, 11):
-        pytest.skip(f"this interpreter is Python {sys.version_info[0]}.{sys.version_info[1]}")
     result = _make("-s", "check-python", f"VENV={venv}")
     assert result.returncode == 0, result.stderr
+    assert result.stdout == "", "an existing virtualenv of a supported Python is used as it is"
+
+
+def _fake_python(folder: Path, version: str) -> Path:
+    """An executable that answers the version probe like a Python of ``version`` would."""
+    fake = folder / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"#!/bin/sh\necho {version}\n", encoding="utf-8")
+    fake.chmod(0o755)
+    return fake
+
+
+def _message(result: subprocess.CompletedProcess[str]) -> str:
+    (message,) = [line for line in result.stderr.splitlines() if not re.match(r"make(\[\d+\])?:", line)]
+    return message
 
 
 @pytest.mark.parametrize("where", ["PYTHON", "VENV"])
-def test_check_python_rejects_another_version_in_one_line(tmp_path: Path, where: str) -> None:
-    fake = tmp_path / "venv" / "bin" / "python"
-    fake.parent.mkdir(parents=True)
-    fake.write_text("#!/bin/sh\necho 3.10\n", encoding="utf-8")
-    fake.chmod(0o755)
+def test_check_python_rejects_an_unsupported_version_in_one_line(tmp_path: Path, where: str) -> None:
+    fake = _fake_python(tmp_path / "venv", "3.10")
     if where == "PYTHON":  # no virtualenv yet: make would create it with $(PYTHON)
         result = _make("-s", "check-python", f"VENV={tmp_path / 'none'}", f"PYTHON={fake}")
-        expected = "error: Python 3.11 is needed, found 3.10; set PYTHON=python3.11"
+        expected = f"error: {fake} is Python 3.10; the book needs Python 3.13, 3.12 or 3.11: install one"
+        assert not (tmp_path / "none").exists()
     else:  # a virtualenv made by another Python
         result = _make("-s", "check-python", f"VENV={tmp_path / 'venv'}")
-        expected = "error: Python 3.11 is needed, but"
+        expected = f"error: {tmp_path / 'venv'} has Python 3.10; the book supports Python 3.13, 3.12 or 3.11"
     assert result.returncode != 0
-    (message,) = [line for line in result.stderr.splitlines() if not re.match(r"make(\[\d+\])?:", line)]
-    assert message.startswith(expected), result.stderr
+    assert _message(result).startswith(expected), result.stderr
+
+
+def test_the_supported_pythons_are_read_from_pyproject() -> None:
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    assert supported_pythons() == ["3.11", "3.12", "3.13"], spec
+    script = (ROOT / "tests" / "python_for_venv.sh").read_text(encoding="utf-8")
+    assert "3.11" not in script and "3.13" not in script, "the script reads the range, it does not repeat it"
+
+
+def test_check_python_refuses_a_virtualenv_of_another_python_than_the_one_asked(tmp_path: Path) -> None:
+    _fake_python(tmp_path / "venv", "3.12")
+    asked = _fake_python(tmp_path / "other", "3.13")
+    result = _make("-s", "check-python", f"VENV={tmp_path / 'venv'}", f"PYTHON={asked}")
+    assert result.returncode != 0
+    assert _message(result) == (
+        f"error: {tmp_path / 'venv'} has Python 3.12, and PYTHON={asked} is Python 3.13: remove "
+        f"{tmp_path / 'venv'} to switch, or keep both with VENV=.venv-3.13")
 
 
 def test_check_python_names_a_missing_interpreter(tmp_path: Path) -> None:
-    result = _make("-s", "check-python", f"VENV={tmp_path}", "PYTHON=no-such-python3.11")
+    result = _make("-s", "check-python", f"VENV={tmp_path / 'none'}", "PYTHON=no-such-python3.11")
     assert result.returncode != 0
-    assert "'no-such-python3.11' was not found; set PYTHON=python3.11" in result.stderr
+    assert "'no-such-python3.11' was not found; the book needs Python 3.13, 3.12 or 3.11" in _message(result)
+    assert "PYTHON=python3.13" in _message(result), "the message says how to go on"
+
+
+def test_check_python_falls_back_from_an_unsupported_python3(tmp_path: Path) -> None:
+    """python3 is 3.10 (PYTHON not set): the newest supported python3.X on PATH creates the venv."""
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    (fakes / "python3").write_text("#!/bin/sh\necho 3.10\n", encoding="utf-8")
+    (fakes / "python3").chmod(0o755)
+    env_path = f"{fakes}:{os.environ['PATH']}"
+    script = [str(ROOT / "tests" / "python_for_venv.sh"), str(tmp_path / "none"), "python3", "default"]
+    result = subprocess.run(script, capture_output=True, text=True, env={**os.environ, "PATH": env_path}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    chosen = Path(result.stdout.strip())
+    assert chosen.name in ("python3.13", "python3.12", "python3.11"), result.stdout
+    assert result.stderr.startswith(f"note: python3 is Python 3.10; using {chosen.name} (Python 3."), result.stderr

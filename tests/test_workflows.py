@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.manifest import ROOT
+from tests.manifest import ROOT, supported_pythons
 
 ACTIONLINT = Path(sys.executable).with_name("actionlint")
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -90,11 +90,13 @@ def test_ci_runs_make_test_on_every_push_and_pull_request() -> None:
     assert any(run.strip() == "make test" for run in _runs(ci))
     (setup_python,) = _uses(ci, "actions/setup-python")
     assert setup_python["with"] == {
-        "python-version": "3.11",
+        "python-version": "${{ matrix.python }}",
         "cache": "pip",
         "cache-dependency-path": "requirements.txt",
     }
     (job,) = ci["jobs"].values()
+    assert job["strategy"]["matrix"]["python"] == supported_pythons(), "CI runs every Python requires-python admits"
+    assert "PIP_EXTRA_INDEX_URL" not in job.get("env", {}), "the set-up picks torch's build (tests/torch_build.py)"
     assert job["runs-on"] == "ubuntu-latest"
     assert job["env"]["CHROMIUM"] == "/usr/bin/google-chrome", "Ubuntu's chromium is a snap"
     assert any("graphviz" in run for run in _runs(ci))
