@@ -86,10 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "PTLABS_PIP_SOURCE": f"{root / 'checkout'}[book]",
-        # A CUDA build of torch on a machine with a CUDA toolkit but no GPU (a Colab CPU runtime) logs "No CUDA
-        # runtime is found, using CUDA_HOME=..." when torch.utils.cpp_extension is imported. Chapter 00 shows the
-        # line and what it means; here it is kept out of the compared outputs, and nothing else of torch's log.
-        "TORCH_LOGS": "-torch.utils.cpp_extension",
     }
     colab_env.write_kernel_spec(root / "jupyter", name, venv / "bin" / "python", env)
     os.environ["JUPYTER_PATH"] = str(root / "jupyter")

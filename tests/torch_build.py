@@ -1,8 +1,8 @@
 """Which torch build `make setup` installs: the CPU build without an NVIDIA GPU, the default CUDA build with one.
 
-Why a choice at all: on Linux, PyPI's torch is the CUDA build, about 5.7 GB with its NVIDIA libraries and
-triton, which a machine without an NVIDIA GPU never uses; PyTorch's CPU index has a 0.2 GB build of the same
-release. The choice is printed, and ``TORCH=cpu|cuda`` overrides it (``make book TORCH=cpu``).
+Why a choice at all: on Linux, PyPI's torch is the CUDA build, about 5 GB installed with its NVIDIA libraries
+and triton, which a machine without an NVIDIA GPU never uses; PyTorch's CPU index has a build of the same
+release that installs in 0.75 GB. The choice is printed, and ``TORCH=cpu|cuda`` overrides it (``make book TORCH=cpu``).
 
 The set-up must not depend on reaching PyTorch's index: when it cannot be reached, pip takes torch from its
 other indexes (a CUDA build on PyPI, which runs on the CPU too) and the message says so.
@@ -89,7 +89,7 @@ def describe(build: str, gpu: bool, cpu_index_reachable: bool, overridden: bool)
     if cpu_index_reachable:
         return f"torch: the CPU build from {CPU_INDEX} ({why}; override with TORCH=cuda)"
     return (f"torch: the CPU build was chosen ({why}), but {CPU_INDEX} cannot be reached from here: pip takes "
-            "torch from its configured indexes (on PyPI, the CUDA build, about 5.7 GB, which also runs on a CPU)")
+            "torch from its configured indexes (on PyPI, the CUDA build, about 5 GB installed, which also runs on a CPU)")
 
 
 def installed_build(version: str) -> str:
