@@ -180,6 +180,21 @@ def default_limits() -> dict[str, int]:
     }
 
 
+def _folders_on_the_way(executable: str) -> set[str]:
+    """The folders of every link from ``executable`` to the interpreter it names.
+
+    A virtualenv's ``python`` may link to a ``python3`` that is itself a link (a folder of links put first on
+    PATH, a package manager's shims): inside the jail each link must resolve, so each one's folder is needed.
+    """
+    folders, path, seen = set(), os.path.abspath(executable), set()
+    while os.path.islink(path) and path not in seen:
+        seen.add(path)
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+        folders.add(os.path.dirname(path))
+    folders.add(os.path.dirname(os.path.realpath(executable)))
+    return folders
+
+
 def _is_within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
@@ -217,7 +232,7 @@ class Isolation:
     def _readonly_paths(self) -> list[str]:
         """The interpreter, the environment and the folders on its import path; never the course."""
         candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                      os.path.dirname(os.path.realpath(sys.executable))}
+                      *_folders_on_the_way(sys.executable)}
         candidates |= {entry for entry in sys.path if entry and os.path.isabs(entry)}
         for package in ("ptlabs", "ipykernel", "torch"):
             spec = importlib.util.find_spec(package)

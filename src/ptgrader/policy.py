@@ -230,6 +230,38 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
+_OWN_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.GeneratorExp)
+
+
+def _inlined_comprehension_targets(code: str) -> set[str]:
+    """Names that a list, set or dict comprehension binds as its loop targets, and nothing else in the cell's
+    own scope binds.
+
+    Why: from Python 3.12 on, symtable lists those targets in the enclosing scope (PEP 709 inlines the
+    comprehensions), though at run time they stay the comprehension's own and never become notebook globals.
+    Empty before 3.12, where each comprehension has a scope of its own.
+    """
+    if sys.version_info < (3, 12):
+        return set()
+    targets: set[str] = set()
+    elsewhere: set[str] = set()
+
+    def visit(node: ast.AST, in_target: bool) -> None:
+        if isinstance(node, _OWN_SCOPES):
+            return  # their names are their own (a default or a decorator binds nothing either)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            (targets if in_target else elsewhere).add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_target or (isinstance(node, ast.comprehension) and child is node.target))
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    visit(tree, False)
+    return targets - elsewhere
+
+
 def _global_names(source: str) -> tuple[set[str], set[str]] | None:
     """(notebook globals a cell binds, notebook globals it reads), by Python's own scope rules (symtable)."""
     try:
@@ -237,7 +269,9 @@ def _global_names(source: str) -> tuple[set[str], set[str]] | None:
     except SyntaxError:
         return None
     bound = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
-    read = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()}
+    inlined = _inlined_comprehension_targets(_transformer.transform_cell(source))
+    bound -= inlined
+    read = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()} - inlined
     pending = list(table.get_children())
     while pending:  # functions, classes and comprehensions: the names they take from the notebook
         scope = pending.pop()
