@@ -48,6 +48,7 @@ import copy
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +244,16 @@ def _broken_cell(name: str) -> Builder:
     return build
 
 
+def _nested_display() -> HostileCase:
+    """A display nested 3,000 deep. Python 3.11's json decoder raises RecursionError while the kernel's message
+    is read, and the failsafe reports the submission (needs review, 0). From Python 3.12 on, json's encoder has
+    a C recursion limit of its own, which sys.setrecursionlimit does not raise: the kernel cannot encode the
+    display, no such message is sent, and the honest answers keep their marks. Either way the run goes on."""
+    if sys.version_info < (3, 12):
+        return HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False)
+    return HostileCase("nested_display", _broken_cell("nested_display"), _all("full"), "", policy=False)
+
+
 def _flags_edited(release, answers, wrong):  # noqa: ANN001, ANN202
     """The solution with the nbgrader flags of broken/flag_edited_metadata.json written into its cells."""
     edits = json.loads((BROKEN / "flag_edited_metadata.json").read_text(encoding="utf-8"))
@@ -312,7 +323,7 @@ def _broken_submissions() -> list[HostileCase]:
     ] + [
         HostileCase("flag_edited_metadata", _flags_edited, _all("full"), "restored_flags", policy=True),
         HostileCase("malformed_channel_payload", _broken_cell("malformed_channel_payload"), _all("full"), "", False),
-        HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False),
+        _nested_display(),
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
     ]
