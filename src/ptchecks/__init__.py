@@ -178,6 +178,26 @@ def check_same_storage(view: object, base: torch.Tensor, *, name: str) -> None:
     verdict(name, "same storage as the input")
 
 
+@_graded
+def check_inputs_unchanged(function: Callable[..., Any], *args: Any, name: str, **kwargs: Any) -> Any:
+    """Call ``function(*args, **kwargs)``; pass only if its arguments are as they were; return the result.
+
+    As the contract harness sees them: a tensor's values, shape, strides, version, ``requires_grad`` and
+    gradient; a module's parameters, buffers, flags and hooks; a list's or a dict's items.
+    """
+    before = contract._records(args, kwargs)
+    result = function(*args, **kwargs)
+    changed = contract._changed(before, contract._records(args, kwargs))
+    if changed:
+        raise ExerciseError(
+            f"{name}: the call changed {', '.join(changed)} (values, strides or version); leave the caller's "
+            "tensors as they were: no in-place operation on them, such as transpose_ or -="
+        )
+    _observe("check_inputs_unchanged", name, True)
+    verdict(name, "the arguments are as they were")
+    return result
+
+
 class TorchCallCounter(TorchFunctionMode):
     """Records the name of every torch function and tensor method called inside a ``with`` block."""
 
