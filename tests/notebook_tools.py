@@ -27,7 +27,7 @@ from tests.bootstrap import BOOTSTRAP_TAG, ROOT, bootstrap_source
 #: machine, not the notebook, so it is neither kept in committed outputs nor compared with them. (TORCH_LOGS
 #: could silence it, but with TORCH_LOGS set torch ignores the set_logs calls chapter 05 teaches.)
 CUDA_HOME_WARNING = re.compile(
-    r"^W\d{4} [\d:.]+ +\d+ torch/utils/cpp_extension\.py:\d+\] (?:\[[^\]]*\] )?"
+    r"^W\d{4} [\d:.]+ +\d+ \S*torch/utils/cpp_extension\.py:\d+\] (?:\[[^\]]*\] )?"
     r"No CUDA runtime is found, using CUDA_HOME=.*(?:\n|$)",
     re.MULTILINE,
 )

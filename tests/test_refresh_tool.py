@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from tests import hygiene, notebook_tools
-from tests.notebook_tools import NotebookError, execute_notebook, read_notebook
+from tests.notebook_tools import NotebookError, execute_notebook, read_notebook, without_machine_warnings
 from tests.refresh import main
 
 
@@ -117,3 +117,13 @@ def test_timing_on_a_loaded_machine_is_refused_unless_a_draft(tmp_path: Path,
     assert main(["--allow-busy", str(path)]) == 0
     problems = hygiene.timing_tables_hold_together(read_notebook(path))
     assert any("measured while the machine was busy" in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("path", ["torch/utils", "/srv/venv/lib/python3.12/site-packages/torch/utils"])
+def test_the_cuda_home_warning_is_taken_out_of_the_outputs_and_nothing_else(path: str) -> None:
+    """What a CUDA build logs on a GPU-less machine with a CUDA toolkit, however the logger writes the path."""
+    warning = f"W1202 14:51:22.085000 19014 {path}/cpp_extension.py:178] No CUDA runtime is found, using CUDA_HOME='/usr/local'\n"
+    outputs = [nbformat.v4.new_output("stream", name="stderr", text=warning),
+               nbformat.v4.new_output("stream", name="stderr", text=warning.replace("178]", "178] [0/0]") + "kept\n"),
+               nbformat.v4.new_output("stream", name="stdout", text=warning)]
+    assert [(o.name, o.text) for o in without_machine_warnings(outputs)] == [("stderr", "kept\n"), ("stdout", warning)]
