@@ -8,12 +8,14 @@ forged execute_result, an honest answer that warns) are graded in the labs: test
 
 from __future__ import annotations
 
+import json
+
 import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
 from ptgrader import score
-from ptgrader.receive import OutputReceiver, measured_size
+from ptgrader.receive import MAX_OUTPUT_DEPTH, OutputReceiver, measured_size
 from ptgrader.report import GradingReport
 
 POINTS = 3.0
@@ -161,11 +163,20 @@ def test_display_updates_are_inert_and_charged_for_every_output_they_rewrite() -
     assert receiver._report.dropped_outputs == 1
 
 
-def test_an_output_too_deep_to_measure_is_never_kept() -> None:
+@pytest.mark.parametrize("levels", [MAX_OUTPUT_DEPTH, 5_000])
+def test_an_output_too_deep_to_measure_is_never_kept(levels: int) -> None:
+    """The same verdict on every Python, whatever its json encoder's stack allows."""
     deep: list = []
-    for _ in range(5_000):
+    for _ in range(levels):
         deep = [deep]
     assert measured_size({"data": deep}) == float("inf")
+
+
+def test_an_output_of_ordinary_depth_is_measured() -> None:
+    nested: list = []
+    for _ in range(MAX_OUTPUT_DEPTH - 2):
+        nested = [nested]
+    assert measured_size({"data": nested}) == len(json.dumps({"data": nested}))
 
 
 def test_a_name_sent_twice_in_one_cell_counts_as_not_sent() -> None:

@@ -39,8 +39,34 @@ MAX_DISPLAY_ID = 256
 Received = dict[str, channel.Output | None]
 
 
+#: The deepest nesting of lists and dicts an output may have; nbformat's own outputs nest a few levels.
+MAX_OUTPUT_DEPTH = 64
+
+
+def nesting_depth(value: object, limit: int = MAX_OUTPUT_DEPTH) -> int:
+    """How deeply lists and dicts nest in ``value``, counted without recursion and only up to ``limit + 1``.
+
+    Why not let json find out: whether its encoder runs out of stack depends on the Python (3.11 and 3.12
+    raise RecursionError at a few thousand levels, 3.13 does not), and a grader must decide the same way
+    on every Python.
+    """
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (list, tuple, dict)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def measured_size(output: object) -> float:
-    """Bytes of an output as JSON; infinite when it cannot be measured (nested too deep, not JSON)."""
+    """Bytes of an output as JSON; infinite when it cannot be measured (nested deeper than MAX_OUTPUT_DEPTH,
+    not JSON)."""
+    if nesting_depth(output) > MAX_OUTPUT_DEPTH:
+        return float("inf")
     try:
         return len(json.dumps(output, default=str))
     except (RecursionError, ValueError, TypeError):
