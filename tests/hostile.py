@@ -246,9 +246,10 @@ def _broken_cell(name: str) -> Builder:
 
 def _nested_display() -> HostileCase:
     """A display nested 3,000 deep. Python 3.11's json decoder raises RecursionError while the kernel's message
-    is read, and the failsafe reports the submission (needs review, 0). From Python 3.12 on, json's encoder has
-    a C recursion limit of its own, which sys.setrecursionlimit does not raise: the kernel cannot encode the
-    display, no such message is sent, and the honest answers keep their marks. Either way the run goes on."""
+    is read, and the failsafe reports the submission (needs review, 0). On Python 3.12, json's encoder has a C
+    recursion limit of its own, which sys.setrecursionlimit does not raise: the kernel cannot encode the
+    display and sends nothing. On 3.13 it can, and the grader drops an output nested deeper than
+    ptgrader.receive.MAX_OUTPUT_DEPTH. From 3.12 on, the honest answers keep their marks. The run goes on."""
     if sys.version_info < (3, 12):
         return HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False)
     return HostileCase("nested_display", _broken_cell("nested_display"), _all("full"), "", policy=False)
