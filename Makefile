@@ -69,14 +69,14 @@ $(STAMP): requirements.txt pyproject.toml | check-python torch
 torch: check-python
 	@$(BIN)/python -m tests.torch_build --choice '$(TORCH)'
 
-# A supported Python, and $(VENV) made with it. A Debian Python without ensurepip gets its pythonX.Y-venv package.
+# A supported Python, and $(VENV) made with it. Debian and Ubuntu ship venv's pip separately: when creating the
+# venv fails there, the pythonX.Y-venv package is installed and the venv made again.
 check-python:
 	@py=$$($(FIND_PYTHON)) || exit 1; \
 	if [ ! -x $(BIN)/python ]; then \
 	  version=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
-	  $(call install_missing,$$py -c 'import ensurepip' 2>/dev/null,Python $$version's venv module,python$$version-venv); \
 	  echo "creating $(VENV) with $$py (Python $$version)"; \
-	  $$py -m venv $(VENV) || { rm -rf $(VENV); exit 1; }; \
+	  $(call install_missing,$$py -m venv $(VENV),Python $$version's venv module (ensurepip),python$$version-venv); \
 	fi
 
 # Graphviz's `dot` draws autograd graphs (torchviz); the site's figures need it. On Linux, libseccomp compiles the
