@@ -67,9 +67,12 @@ Builder = Callable[[nbformat.NotebookNode, dict[str, str], dict[str, str]], nbfo
 Arrange = Callable[[Path, Path, str], None]
 
 #: What the grader's report must say of a cheat graded with the policy off (runtime defences only).
-#: Exhausting the machine ends one of two ways, by timing: the grader kills the processes the kernel left, or
-#: the kernel dies first (no thread can start past the process limit) and its PID namespace takes them along.
-RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes", "exhaust_the_machine": "killed_processes or stopped"}
+#: Exhausting the machine ends one of three ways, by timing: the grader kills the processes the kernel left; or
+#: the kernel dies first (no thread can start past the process limit) and its PID namespace takes them along;
+#: or the starved kernel sends a broken message (jupyter_client: "Invalid Signature"), and the failsafe reports
+#: the submission as unprocessed. Every way, no part scores and the report says why.
+RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes",
+                 "exhaust_the_machine": "killed_processes or stopped or unprocessed"}
 
 
 @dataclass(frozen=True)
