@@ -13,8 +13,8 @@ the lab grading). The summary prints both, and a notebook over budget fails the 
 cell outcomes are also written to _build/execution-status.json, which the website's
 execution-status page shows.
 
-One warning is not compared: what a CUDA build of torch logs on a GPU-less machine with a CUDA toolkit
-(tests/notebook_tools.py, CUDA_HOME_WARNING). It depends on the machine, and `make refresh` keeps it out of
+Warnings about the machine are not compared (tests/notebook_tools.py, MACHINE_WARNINGS: a CUDA build's
+CUDA_HOME line on a GPU-less machine, Dynamo's note on Python 3.13.0), and `make refresh` keeps them out of
 the committed outputs the same way.
 """
 

@@ -127,3 +127,11 @@ def test_the_cuda_home_warning_is_taken_out_of_the_outputs_and_nothing_else(path
                nbformat.v4.new_output("stream", name="stderr", text=warning.replace("178]", "178] [0/0]") + "kept\n"),
                nbformat.v4.new_output("stream", name="stdout", text=warning)]
     assert [(o.name, o.text) for o in without_machine_warnings(outputs)] == [("stderr", "kept\n"), ("stdout", warning)]
+
+
+def test_dynamos_note_on_python_3_13_0_is_taken_out_too() -> None:
+    note = ("/venv/lib/python3.13/site-packages/torch/_dynamo/guards.py:1343: RuntimeWarning: Guards may run "
+            "slower on Python 3.13.0. Consider upgrading to Python 3.13.1+.\n  warnings.warn(\n")
+    other = "/x/torch/_dynamo/guards.py:9: RuntimeWarning: something else\n  warnings.warn(\n"
+    outputs = [nbformat.v4.new_output("stream", name="stderr", text=note + other)]
+    assert [o.text for o in without_machine_warnings(outputs)] == [other]
