@@ -248,14 +248,15 @@ def _broken_cell(name: str) -> Builder:
 
 
 def _nested_display() -> HostileCase:
-    """A display nested 3,000 deep. Python 3.11's json decoder raises RecursionError while the kernel's message
-    is read, and the failsafe reports the submission (needs review, 0). On Python 3.12, json's encoder has a C
-    recursion limit of its own, which sys.setrecursionlimit does not raise: the kernel cannot encode the
-    display and sends nothing. On 3.13 it can, and the grader drops an output nested deeper than
-    ptgrader.receive.MAX_OUTPUT_DEPTH. From 3.12 on, the honest answers keep their marks. The run goes on."""
-    if sys.version_info < (3, 12):
-        return HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False)
-    return HostileCase("nested_display", _broken_cell("nested_display"), _all("full"), "", policy=False)
+    """A display nested 3,000 deep. Python 3.11 and 3.13 raise RecursionError while the grader takes in the
+    kernel's message (3.11 in json's decoder, 3.13 further on), and the failsafe reports the submission (needs
+    review, 0). On Python 3.12, json's encoder has a C recursion limit of its own, which
+    sys.setrecursionlimit does not raise: the kernel cannot encode the display and sends nothing, so the
+    honest answers keep their marks. Every way, the run goes on; an output the grader does take in is
+    dropped when it nests deeper than ptgrader.receive.MAX_OUTPUT_DEPTH."""
+    if sys.version_info[:2] == (3, 12):
+        return HostileCase("nested_display", _broken_cell("nested_display"), _all("full"), "", policy=False)
+    return HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False)
 
 
 def _flags_edited(release, answers, wrong):  # noqa: ANN001, ANN202
