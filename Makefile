@@ -16,7 +16,7 @@ TORCH ?= auto
 # interpreter: $(VENV)'s own, else $(PYTHON), else (PYTHON not set) the newest supported python3.X on PATH.
 FIND_PYTHON = tests/python_for_venv.sh '$(VENV)' '$(PYTHON)' '$(origin PYTHON)'
 
-.PHONY: book pdf test check check-timings test-gpu refresh setup check-python torch system-deps browser clean
+.PHONY: book pdf test check colab-base check-timings test-gpu refresh setup check-python torch system-deps browser clean
 
 # --all: a full rebuild takes seconds and keeps every page's sidebar in step with _toc.yml.
 book: setup
@@ -38,6 +38,11 @@ test: setup browser
 # registration, claim keys across the book and the site's rules (a site build). tests/chapter_check.py selects them.
 check: setup browser
 	@$(BIN)/python -m tests.chapter_check $(NB) --workers $(PYTEST_WORKERS)
+
+# Optional: Colab's Python (3.12) with what Colab preinstalls, PyPI's default (CUDA) torch as on Colab, in .venv-colab
+# (about 6 GB). When it is there and the running Python is not Colab's, make test's Colab-like check uses it.
+colab-base: setup
+	@$(BIN)/python -m tests.colab_base
 
 # The GPU runner's check: the guarded GPU experiments run; only exercise verdicts (`nbval-check-output`) are compared.
 # tests/require_cuda.py stops it at once where there is no CUDA: on a CPU every guarded cell passes, testing nothing.

@@ -2,8 +2,10 @@
 
 Jupyter's and Colab's Run All ignore cell tags, so this is how learners meet the notebooks. The
 validation (nbval, strict) runs every chapter and lab source once, in a kernel that lives in a new
-virtual environment whose site-packages links, from the running environment, only COLAB_PREINSTALLED
-and what those need. Before any notebook runs, the notebooks' own bootstrap cell is executed there as a
+virtual environment whose site-packages links, from a base environment, only COLAB_PREINSTALLED and what
+those need. The base is Colab's Python where it can be (:func:`choose_base`): the running environment when
+it runs 3.12, else .venv-colab when `make colab-base` built it, else the running environment, and the
+report's header says which. Before any notebook runs, the notebooks' own bootstrap cell is executed there as a
 script: it must install ``ptlabs[book]`` (from a copy of this checkout, through ``PTLABS_PIP_SOURCE``,
 instead of GitHub) and leave torch as it is (:func:`check_the_bootstrap_installed_only_ptlabs`).
 
@@ -22,13 +24,8 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
-from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
-
-import torch
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from tests.bootstrap import bootstrap_source, ptlabs_version
 from tests.manifest import ROOT
@@ -48,6 +45,58 @@ def _purelib(python: Path | str) -> Path:
 
 #: What a fresh Colab runtime has that the notebooks may rely on (plus pip, which the bootstrap runs).
 COLAB_PREINSTALLED = ("torch", "numpy", "matplotlib", "ipywidgets", "ipykernel", "scikit-learn", "tqdm", "pip")
+#: The Python a Colab runtime runs.
+COLAB_PYTHON = "3.12"
+#: Colab's Python with COLAB_PREINSTALLED, built by `make colab-base` (tests/colab_base.py). Optional: used when
+#: present and the running Python is not Colab's.
+COLAB_BASE = ROOT / ".venv-colab"
+
+
+@dataclass(frozen=True)
+class Base:
+    """The interpreter whose installed packages the Colab-like venv links, and what it links from there."""
+
+    python: Path
+    version: str  # its Python version
+    site: Path
+    torch: str  # torch's version, from its metadata (PyPI's CUDA build has no local label there)
+    entries: tuple[str, ...]  # COLAB_PREINSTALLED and what it needs, as top-level site-packages names
+    why: str
+
+    def describe(self) -> str:
+        return f"Python {self.version} ({self.why}) and torch {self.torch}"
+
+
+def _inspect(python: Path, why: str) -> Base:
+    """Ask ``python`` itself what its site-packages holds: its own metadata and markers decide."""
+    out = subprocess.run(
+        [str(python), "-I", str(Path(__file__).with_name("colab_closure.py")), *COLAB_PREINSTALLED],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, f"{python} cannot serve as the Colab-like base: {out.stderr.strip()}"
+    found = json.loads(out.stdout)
+    site = Path(found["site"])
+    assert Path(found["torch_folder"]).parent == site, f"{python}'s torch is not in its site-packages {site}"
+    return Base(python, found["python"], site, found["torch"], tuple(found["entries"]), why)
+
+
+def choose_base() -> Base:
+    """Colab's Python when the running one is not: .venv-colab when `make colab-base` built it."""
+    running = Path(sys.executable)
+    if ".".join(map(str, sys.version_info[:2])) == COLAB_PYTHON:
+        return _inspect(running, "Colab's, the running environment's")
+    colab_python = COLAB_BASE / "bin" / "python"
+    if colab_python.exists():
+        version = subprocess.run([str(colab_python), "-c", "import platform; print(platform.python_version())"],
+                                 capture_output=True, text=True, timeout=60).stdout.strip()
+        assert version.startswith(f"{COLAB_PYTHON}."), (
+            f"{COLAB_BASE} holds Python {version or '(none that runs)'}, not Colab's {COLAB_PYTHON}: remove it and "
+            "run `make colab-base` again"
+        )
+        return _inspect(colab_python, f"Colab's, from {COLAB_BASE.name}")
+    return _inspect(running, f"the running environment's; Colab runs {COLAB_PYTHON}, which `make colab-base` adds")
+
+
 #: What the bootstrap may add: ptlabs and its `book` extra.
 BOOTSTRAP_ADDS = (
     "ptlabs", "ptchecks", "safetensors",  # ptchecks: installed with ptlabs (the labs call it)
@@ -56,43 +105,6 @@ BOOTSTRAP_ADDS = (
     "onnx",  # onnx, onnxscript, onnx_ir, onnxruntime: chapter 06's export to ONNX and its check in ONNX Runtime
     "ml_dtypes", "flatbuffers", "protobuf", "google",  # what the ONNX stack needs (google: protobuf's package)
 )
-
-
-def _closure(roots: tuple[str, ...]) -> set[str]:
-    """The installed distributions ``roots`` need, recursively: markers evaluated, extras followed.
-
-    Extras matter: PyPI's CUDA build of torch asks for ``cuda-toolkit[cublas,cudart,...]``, and only those
-    extras bring in the NVIDIA libraries, which a Colab runtime has preinstalled beside its torch.
-    """
-    seen: set[tuple[str, str]] = set()
-    todo = [(name, "") for name in roots]
-    while todo:
-        name, extra = todo.pop()
-        name = canonicalize_name(name)
-        if (name, extra) in seen:
-            continue
-        try:
-            requires = metadata.distribution(name).requires or []
-        except metadata.PackageNotFoundError:
-            raise AssertionError(f"{name} is needed for the Colab-like environment but is not installed") from None
-        seen.add((name, extra))
-        for line in requires:
-            requirement = Requirement(line)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": extra}):
-                todo.append((requirement.name, ""))
-                todo += [(requirement.name, wanted) for wanted in requirement.extras]
-    return {name for name, _ in seen}
-
-
-def _site_entries(distributions: set[str]) -> set[str]:
-    """The top-level names in site-packages that belong to these distributions (packages, modules, dist-info)."""
-    entries: set[str] = set()
-    for name in distributions:
-        for file in metadata.distribution(name).files or []:
-            top = file.parts[0]
-            if top not in ("..", "__pycache__"):
-                entries.add(top)
-    return entries
 
 
 def _belongs_to_bootstrap(name: str) -> bool:
@@ -117,26 +129,24 @@ def _ignore_for_copy(folder: str, names: list[str]) -> set[str]:
     }
 
 
-#: The names the venv's site-packages held before the bootstrap ran, kept beside it for a later check.
+#: What the venv's site-packages held before the bootstrap ran, and the linked torch's version: for a later check.
 LINKED = "linked.json"
 
 
 class FreshVenv:
-    """A venv holding only Colab's preinstalled set (linked), and a copy of this checkout to install from."""
+    """A venv of the base's Python holding only Colab's preinstalled set (linked from the base), and a copy of
+    this checkout to install from."""
 
-    def __init__(self, root: Path) -> None:
-        source_site = Path(sysconfig.get_paths()["purelib"])
-        assert Path(torch.__file__).parent.parent == source_site, (
-            f"torch is not in {source_site}; run the tests with the environment that has torch installed"
-        )
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+    def __init__(self, root: Path, base: Base) -> None:
+        subprocess.run([str(base.python), "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
         self._locate(root)
-        assert self.site != source_site and self.site.is_relative_to(self.venv), f"the venv's site is {self.site}"
-        for entry in sorted(_site_entries(_closure(COLAB_PREINSTALLED))):
-            if (source_site / entry).exists() and not (self.site / entry).exists():
-                (self.site / entry).symlink_to(source_site / entry)
+        assert self.site != base.site and self.site.is_relative_to(self.venv), f"the venv's site is {self.site}"
+        for entry in base.entries:
+            if (base.site / entry).exists() and not (self.site / entry).exists():
+                (self.site / entry).symlink_to(base.site / entry)
         self.linked = {p.name for p in self.site.iterdir()}
-        (root / LINKED).write_text(json.dumps(sorted(self.linked)), encoding="utf-8")
+        self.torch = base.torch
+        (root / LINKED).write_text(json.dumps({"names": sorted(self.linked), "torch": self.torch}), encoding="utf-8")
         shutil.copytree(ROOT, self.checkout, ignore=_ignore_for_copy)
 
     @classmethod
@@ -144,7 +154,8 @@ class FreshVenv:
         """The environment an earlier :meth:`__init__` built under ``root`` (another process may have built it)."""
         fresh = cls.__new__(cls)
         fresh._locate(root)
-        fresh.linked = set(json.loads((root / LINKED).read_text(encoding="utf-8")))
+        linked = json.loads((root / LINKED).read_text(encoding="utf-8"))
+        fresh.linked, fresh.torch = set(linked["names"]), linked["torch"]
         return fresh
 
     def _locate(self, root: Path) -> None:
@@ -162,14 +173,13 @@ class FreshVenv:
         )
 
 
-
 def check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
     """ptlabs came from the checkout, torch is still the linked one, nothing else was added."""
     probe = fresh.run(
         "-c",
         "import json, importlib.metadata as md, ptlabs, torch;"
         "print(json.dumps({'ptlabs': ptlabs.__file__, 'ptlabs_version': md.version('ptlabs'),"
-        " 'torch': torch.__file__, 'torch_version': torch.__version__}))",
+        " 'torch': torch.__file__, 'torch_version': md.version('torch')}))",
         cwd=fresh.venv,
     )
     assert probe.returncode == 0, probe.stderr
@@ -178,7 +188,7 @@ def check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
     assert found["ptlabs_version"] == ptlabs_version()
     assert not (fresh.site / "ptlabs").is_symlink()
     assert Path(found["torch"]) == fresh.site / "torch" / "__init__.py", f"torch was imported from {found['torch']}"
-    assert found["torch_version"] == torch.__version__
+    assert found["torch_version"] == fresh.torch, f"torch {found['torch_version']} replaced {fresh.torch}"
     torch_entries = [p for p in fresh.site.iterdir() if p.name == "torch" or re.fullmatch(r"torch-.*\.dist-info", p.name)]
     assert len(torch_entries) == 2 and all(p.is_symlink() for p in torch_entries), (
         f"torch was reinstalled: {[(p.name, p.is_symlink()) for p in torch_entries]}"
@@ -189,12 +199,13 @@ def check_the_bootstrap_installed_only_ptlabs(fresh: FreshVenv) -> None:
     )
 
 
-def build(root: Path) -> FreshVenv:
-    """Make the environment under ``root`` and run the notebooks' bootstrap cell in it, as a learner's first cell.
+def build(root: Path, base: Base) -> FreshVenv:
+    """Make the environment under ``root`` from ``base`` and run the notebooks' bootstrap cell in it, as a
+    learner's first cell.
 
     Raises AssertionError naming what went wrong; the caller records it so every notebook reports it.
     """
-    fresh = FreshVenv(root)
+    fresh = FreshVenv(root, base)
     for module in ("ptlabs", "safetensors", "nbformat"):  # nbformat: the dev stack stays out too
         missing = fresh.run("-c", f"import {module}", cwd=fresh.venv)
         assert missing.returncode != 0 and f"No module named '{module}'" in missing.stderr, (

@@ -31,7 +31,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Generator
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -137,9 +136,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if _mark is None or _is_worker(config):
         return None
-    python = ".".join(map(str, sys.version_info[:3]))
-    return (f"notebooks: one run each, in a fresh Colab-like venv with Python {python} (Colab runs 3.12) and "
-            f"torch {metadata.version('torch')}; {describe(validation_env())}")
+    try:
+        base = colab_env.choose_base().describe()
+    except AssertionError as exc:  # the build fails with the same words, in every notebook
+        base = f"no usable base ({exc})"
+    return f"notebooks: one run each, in a fresh Colab-like venv with {base}; {describe(validation_env())}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -160,7 +161,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _build_environment(root: Path) -> int:
     """The background build: the environment, then the result file every worker waits for."""
     try:
-        colab_env.build(root)
+        colab_env.build(root, colab_env.choose_base())
     except Exception as exc:  # any failure is reported by every notebook, with this text
         outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     else:
