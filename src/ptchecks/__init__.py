@@ -190,8 +190,9 @@ def check_inputs_unchanged(function: Callable[..., Any], *args: Any, name: str, 
     changed = contract._changed(before, contract._records(args, kwargs))
     if changed:
         raise ExerciseError(
-            f"{name}: the call changed {', '.join(changed)} (values, strides or version); leave the caller's "
-            "tensors as they were: no in-place operation on them, such as transpose_ or -="
+            f"{name}: the call changed {', '.join(changed)}; leave the caller's tensors as they were (values, "
+            "strides, version, requires_grad, .grad): no in-place operation on them, such as transpose_, -= or "
+            "requires_grad_()"
         )
     _observe("check_inputs_unchanged", name, True)
     verdict(name, "the arguments are as they were")
