@@ -1,0 +1,61 @@
+"""A lab's visible checks as a learner working alone meets them, with wrong answers in place of one part.
+
+A learner has the release notebook: its set-up, the parts and each part's visible check, and a ✅
+that must mean something. ``python -m tests.visible_checks LAB`` runs, in this one process, the lab's
+source cells as the release has them (hidden tests left out): first with the reference answers, then
+once per wrong answer in tests/fixtures/visible/LAB/ with that answer in place of its part, stopping
+at that part's visible check. It prints one JSON object: ``reference`` and each fixture's file name ->
+the first failure (``Type: message``), or null when every visible check passed.
+
+One process per lab: the set-up cell re-seeds and resets what a run changes, and torch is imported once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+
+from tests import lab_tools
+
+VISIBLE_FIXTURES = lab_tools.FIXTURES / "visible"
+
+
+def first_failure(nb: nbformat.NotebookNode, part: str, answer: str | None) -> str | None:
+    """Run the notebook's cells up to ``part``'s visible check, ``answer`` replacing that part."""
+    namespace: dict[str, object] = {}
+    for cell in nb.cells:
+        meta = lab_tools.nbgrader_meta(cell)
+        grade_id = meta.get("grade_id", "")
+        if cell.cell_type != "code" or grade_id == "bootstrap":  # ptlabs is installed here
+            continue
+        if meta.get("grade") and grade_id != f"test_{part}":  # other parts' checks
+            continue
+        source = answer if answer is not None and grade_id == part else cell.source
+        source = source.split(lab_tools.BEGIN_HIDDEN)[0]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(source, f"<{grade_id}>", "exec"), namespace)  # noqa: S102  (our own lab)
+        except BaseException as exc:  # noqa: BLE001  (any failure is the verdict)
+            return f"{type(exc).__name__}: {exc}"
+        if grade_id == f"test_{part}":
+            return None
+    raise lab_tools.LabToolError(f"no visible check test_{part} in the lab")
+
+
+def run(lab: str) -> dict[str, str | None]:
+    (path,) = lab_tools.source_notebooks(lab)
+    nb = nbformat.read(path, as_version=4)
+    parts = list(lab_tools.solution_cells(nb))
+    results = {"reference": next((f for p in parts if (f := first_failure(nb, p, None))), None)}
+    for fixture in lab_tools.fixtures(lab, VISIBLE_FIXTURES):
+        results[fixture.path.name] = first_failure(nb, fixture.grade_id, fixture.source())
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1])))
