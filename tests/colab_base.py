@@ -17,26 +17,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
+from tests import torch_build
 from tests.colab_env import COLAB_BASE, COLAB_PREINSTALLED, COLAB_PYTHON
-from tests.manifest import ROOT
+from tests.torch_build import REQUIREMENTS
 
 #: What the base needs beyond Colab's set: tests/colab_closure.py reads metadata with it (Colab has it too).
 BASE_EXTRAS = ("packaging",)
 
 
-def pinned(names: tuple[str, ...], requirements: Path = ROOT / "requirements.txt") -> list[str]:
+def pinned(names: tuple[str, ...], requirements: Path = REQUIREMENTS) -> list[str]:
     """``names`` as pip arguments, each at requirements.txt's exact pin where it has one (pip itself never)."""
-    pins: dict[str, str] = {}
-    for line in requirements.read_text(encoding="utf-8").splitlines():
-        try:
-            requirement = Requirement(line.split("#")[0].strip())
-        except InvalidRequirement:  # blank lines, comments, `-e .`
-            continue
-        pins[canonicalize_name(requirement.name)] = str(requirement)
-    return [pins.get(canonicalize_name(name), name) for name in names if name != "pip"]
+    return [torch_build.pinned(name, requirements) or name for name in names if name != "pip"]
 
 
 def colab_python() -> str:

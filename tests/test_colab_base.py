@@ -17,7 +17,7 @@ RUNNING = ".".join(map(str, sys.version_info[:2]))
 def test_the_base_is_pinned_like_the_development_environment(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("# the stack\ntorch==2.13.0\n-e .\n\nscikit-learn==1.9.1  # note\nnbval==0.11.0\n")
-    assert colab_base.pinned(("torch", "numpy", "scikit_learn", "pip"), requirements) == [
+    assert colab_base.pinned(("torch", "numpy", "scikit-learn", "pip"), requirements) == [
         "torch==2.13.0", "numpy", "scikit-learn==1.9.1",
     ]
 

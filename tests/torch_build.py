@@ -28,12 +28,21 @@ CHOICES = ("auto", "cpu", "cuda")
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
 
 
+def pinned(name: str, requirements: Path = REQUIREMENTS) -> str | None:
+    """requirements.txt's ``name==X`` line without its comment, or None. The standard library reads it:
+    `make torch` runs before pip has installed anything."""
+    for line in requirements.read_text(encoding="utf-8").splitlines():
+        if re.match(rf"{re.escape(name)}\s*==", line, re.IGNORECASE):
+            return line.split("#", 1)[0].strip()
+    return None
+
+
 def pinned_torch(requirements: Path = REQUIREMENTS) -> str:
     """The torch line of requirements.txt (``torch==2.13.0``): one pin, read where it is kept."""
-    for line in requirements.read_text(encoding="utf-8").splitlines():
-        if re.match(r"torch\s*==", line):
-            return line.split("#", 1)[0].strip()
-    raise SystemExit(f"error: {requirements} pins no torch (a line 'torch==X.Y.Z' is expected)")
+    pin = pinned("torch", requirements)
+    if pin is None:
+        raise SystemExit(f"error: {requirements} pins no torch (a line 'torch==X.Y.Z' is expected)")
+    return pin
 
 
 def has_nvidia_gpu() -> bool:
