@@ -1,8 +1,9 @@
 """The visible checks reject the learner pass's wrong answers (tests/reviews/learner-pass-labs-02-07.md).
 
-Each file in tests/fixtures/visible/LAB/ is a plausible wrong answer that kept every ✅ before its
-part's visible check was extended. The reference answers must pass every visible check, and each of
-these must fail one: a ✅ then means the part's stated rules hold, not only its one example.
+Each file in tests/fixtures/visible/LAB/, and each graded fixture its graded.txt names, is a plausible
+wrong answer that kept every ✅ before its part's visible check was extended. The reference answers
+must pass every visible check, and each of these must fail one: a ✅ then means the part's stated
+rules hold, not only its one example.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import sys
 
 import pytest
 
-from tests import lab_tools
 from tests.manifest import ROOT
-from tests.visible_checks import VISIBLE_FIXTURES
+from tests.visible_checks import VISIBLE_FIXTURES, visible_fixtures
 
 LABS = sorted(p.name for p in VISIBLE_FIXTURES.iterdir() if p.is_dir())
 
@@ -27,7 +27,7 @@ def test_visible_checks_reject_every_learner_pass_wrong_answer(lab: str) -> None
     assert ran.returncode == 0, ran.stderr[-3000:]
     results = json.loads(ran.stdout.splitlines()[-1])
     assert results.pop("reference") is None, f"{lab}: the reference answers fail a visible check"
-    assert len(results) == len(lab_tools.fixtures(lab, VISIBLE_FIXTURES)) > 0
+    assert len(results) == len(visible_fixtures(lab)) > 0
     kept = sorted(name for name, failure in results.items() if failure is None)
     assert not kept, f"{lab}: these wrong answers still get every ✅: {kept}"
 

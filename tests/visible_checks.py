@@ -3,8 +3,9 @@
 A learner has the release notebook: its set-up, the parts and each part's visible check, and a ✅
 that must mean something. ``python -m tests.visible_checks LAB`` runs, in this one process, the lab's
 source cells as the release has them (hidden tests left out): first with the reference answers, then
-once per wrong answer in tests/fixtures/visible/LAB/ with that answer in place of its part, stopping
-at that part's visible check. It prints one JSON object: ``reference`` and each fixture's file name ->
+once per wrong answer in tests/fixtures/visible/LAB/ (and per graded fixture that its graded.txt
+names: the same mistake, kept once) with that answer in place of its part, stopping at that part's
+visible check. It prints one JSON object: ``reference`` and each fixture's file name ->
 the first failure (``Type: message``), or null when every visible check passed.
 
 One process per lab: the set-up cell re-seeds and resets what a run changes, and torch is imported once.
@@ -47,12 +48,24 @@ def first_failure(nb: nbformat.NotebookNode, part: str, answer: str | None) -> s
     raise lab_tools.LabToolError(f"no visible check test_{part} in the lab")
 
 
+def visible_fixtures(lab: str) -> list[lab_tools.Fixture]:
+    """The lab's wrong answers for its visible checks: its own files, then the graded fixtures listed."""
+    listed = VISIBLE_FIXTURES / lab / "graded.txt"
+    names = [line.strip() for line in listed.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")] if listed.exists() else []
+    graded = {fixture.path.stem: fixture for fixture in lab_tools.fixtures(lab)}
+    missing = sorted(set(names) - set(graded))
+    if missing:
+        raise lab_tools.LabToolError(f"{listed}: no graded fixture named {', '.join(missing)}")
+    return lab_tools.fixtures(lab, VISIBLE_FIXTURES) + [graded[name] for name in names]
+
+
 def run(lab: str) -> dict[str, str | None]:
     (path,) = lab_tools.source_notebooks(lab)
     nb = nbformat.read(path, as_version=4)
     parts = list(lab_tools.solution_cells(nb))
     results = {"reference": next((f for p in parts if (f := first_failure(nb, p, None))), None)}
-    for fixture in lab_tools.fixtures(lab, VISIBLE_FIXTURES):
+    for fixture in visible_fixtures(lab):
         results[fixture.path.name] = first_failure(nb, fixture.grade_id, fixture.source())
     return results
 
