@@ -151,26 +151,29 @@ class Fixture:
         return IN_KERNEL_MARK in self.source().splitlines()
 
 
-#: How many wrong answers, each in a different part, one graded submission holds (``fixture_groups``).
-GROUP_SIZE = 3
+#: How many wrong answers, each in a different part, one graded submission holds at most (``fixture_groups``).
+GROUP_SIZE = 4
 
 
 def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
-    """Student id -> the wrong answers submitted together: up to GROUP_SIZE fixtures of different parts.
+    """Student id -> the wrong answers submitted together: fixtures of different parts, one part left out.
 
     Why groups: every graded submission re-runs the whole lab (seconds of kernel time), and a lab's
     parts are independent, so one submission can prove several fixtures at once: each must lose its
-    own part, and every part without a fixture in it (a lab has at least four parts, so one or more)
-    must keep full marks. That divides the grading time of the fixtures by the group's size; what
-    it cannot see is a fixture that also breaks another part of its group.
+    own part, and every part without a fixture in it must keep full marks. A group holds at most
+    GROUP_SIZE fixtures and always leaves at least one part (every part has fixtures) untouched,
+    so each submission still shows that the other parts keep their marks. That divides the grading
+    time of the fixtures by the group's size; what it cannot see is a fixture that also breaks
+    another part of its group.
     Deterministic: the parts with the most fixtures left are grouped first, in file-name order.
     """
     left: dict[str, list[Fixture]] = {}
     for fixture in sorted(lab_fixtures, key=lambda f: f.path.name):
         left.setdefault(fixture.grade_id, []).append(fixture)
+    size = max(1, min(GROUP_SIZE, len(left) - 1))
     groups: dict[str, list[Fixture]] = {}
     while any(left.values()):
-        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:GROUP_SIZE]
+        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:size]
         chosen = [left[part].pop(0) for part in parts]
         groups["wrong-" + "--".join(f.path.stem for f in chosen)] = chosen
     return groups
