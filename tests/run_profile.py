@@ -41,6 +41,8 @@ STAGES = (
 #: The name under which a worker sends a phase's CPU time to the controller (a user property).
 CPU_PROPERTY = "tree_cpu_s"
 PROFILE = Path(__file__).resolve().parent.parent / "_build" / "test-profile.json"
+#: Every test's wall and CPU seconds, costliest CPU first: where to look for the next cut.
+TEST_TIMES = PROFILE.with_name("test-times.json")
 COSTLIEST = 5
 
 
@@ -174,3 +176,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
                                     f" {span['tests_s']:.0f} s of tests")
     PROFILE.parent.mkdir(exist_ok=True)
     PROFILE.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    by_cpu = sorted(_profile.tests.items(), key=lambda item: -item[1][1])
+    TEST_TIMES.write_text(json.dumps({nodeid: {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2)}
+                                      for nodeid, (wall, cpu) in by_cpu}, indent=1) + "\n", encoding="utf-8")
