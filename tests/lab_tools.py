@@ -193,7 +193,7 @@ def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
 # ------------------------------------------------------------------------------------ running nbgrader
 
 
-def run_nbgrader(args: Iterable[str], course: Path) -> str:
+def run_nbgrader(args: Iterable[str], course: Path, extra_env: Mapping[str, str] | None = None) -> str:
     """Run ``nbgrader ARGS`` in the course folder with this interpreter; return its output.
 
     ``python -m nbgrader`` with ``sys.executable`` uses the same environment as the tests (and its
@@ -203,7 +203,8 @@ def run_nbgrader(args: Iterable[str], course: Path) -> str:
     command = [sys.executable, "-m", "nbgrader", *args]
     # nbgrader shells out to `alembic` (gradebook migrations), found on PATH: put this environment's
     # scripts first, as an activated virtual environment would.
-    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           **(extra_env or {})}
     result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True, check=False)
     output = result.stdout + result.stderr
     if result.returncode != 0:
@@ -256,6 +257,30 @@ def generate_assignment(course: Path, lab: str) -> Path:
     return release
 
 
+def generate_assignments(course: Path, labs: list[str]) -> dict[str, Path | LabToolError]:
+    """Generate several labs in ``course``; lab -> its release folder, or why it could not be generated.
+
+    Why one command: each ``nbgrader`` command pays its own start, and the first one in a course
+    also makes the gradebook (nbgrader asks ``alembic`` for its schema version: about 2.5 s of CPU);
+    all seven labs in one command took 5 s on the 2-core machine, one command per lab 35 s. When the
+    one command fails, each lab is generated alone, so that a malformed lab fails by itself.
+    """
+    try:
+        run_nbgrader(["generate_assignment", "*", "--force"], course)
+        generated = {lab: course / "release" / lab for lab in labs}
+        if all(release.is_dir() for release in generated.values()):
+            return dict(generated)
+    except LabToolError:
+        pass
+    outcome: dict[str, Path | LabToolError] = {}
+    for lab in labs:
+        try:
+            outcome[lab] = generate_assignment(course, lab)
+        except LabToolError as exc:
+            outcome[lab] = exc
+    return outcome
+
+
 def regenerate_releases(labs: Path = LABS) -> list[Path]:
     """Regenerate labs/release/<lab>/ for every lab; return the release folders.
 
@@ -269,8 +294,9 @@ def regenerate_releases(labs: Path = LABS) -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory(prefix="ptlabs-release-") as tmp:
         course = copy_course(Path(tmp) / "course", labs)
-        for lab in names:
-            generated = generate_assignment(course, lab)
+        for lab, generated in generate_assignments(course, names).items():
+            if isinstance(generated, LabToolError):
+                raise generated
             target = labs / "release" / lab
             if target.exists():
                 shutil.rmtree(target)
@@ -363,9 +389,14 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
 Scores = dict[str, dict[str, tuple[float, float]]]
 
 
-def autograde(course: Path, lab: str) -> str:
-    """One ``nbgrader autograde LAB``: grades every student under submitted/ in one process."""
-    return run_nbgrader(["autograde", lab], course)
+def autograde(course: Path, lab: str, threads: int | None = None) -> str:
+    """One ``nbgrader autograde LAB``: grades every student under submitted/ in one process.
+
+    ``threads``: torch's threads in each grading kernel (OMP_NUM_THREADS, which the jail passes on), as
+    ``python -m ptgrader.autograde --jobs`` sets them: jobs side by side, each with all the cores, make
+    OpenMP threads wait for a core, and a waiting OpenMP thread spins on one.
+    """
+    return run_nbgrader(["autograde", lab], course, {"OMP_NUM_THREADS": str(threads)} if threads else None)
 
 
 def read_scores(course: Path, lab: str) -> Scores:
@@ -470,8 +501,9 @@ def grade_labs(
     Why the shape: one ``nbgrader autograde`` call grades its students one after the other, and
     each call pays a start of its own (nbgrader, a warm server importing torch, one run of the
     lab's source for the reference outputs), several seconds. So each lab's students are split
-    into shards of at most MAX_SHARD, each shard a copy of the lab's course (gradebook included,
-    made right after generate_assignment) graded by one ordinary command, and ``jobs`` of those
+    into shards of at most MAX_SHARD, each shard a copy of the lab's course (gradebook included:
+    every lab is generated once, in one command, see generate_assignments) graded by one ordinary
+    command, with torch's threads set so that jobs times threads fits the cores, and ``jobs`` of those
     commands run side by side, the largest lab first: 9 starts for the seven labs (lab 01, with
     every hostile case, is split in two), where a shard per job and lab paid 29. ``runtime_lab`` also
     gets a course of its own whose configuration turns the code policy off: there the runtime-only
@@ -488,9 +520,14 @@ def grade_labs(
     shards: dict[str, list[Path]] = {}  # each lab's courses: its class in shards, and lab01's runtime-only one
     class_sizes: dict[str, int] = {}
 
+    generated = generate_assignments(copy_course(workdir / "generated", course_labs), names)
+
     def prepare(lab: str) -> None:
-        main = copy_course(workdir / lab / "main", course_labs)
-        releases[lab] = generate_assignment(main, lab)
+        if isinstance(generated[lab], LabToolError):
+            raise generated[lab]
+        main = workdir / lab / "main"
+        shutil.copytree(workdir / "generated", main)  # the gradebook knows every lab: each course grades one
+        releases[lab] = main / "release" / lab
         lab_fixtures = fixtures(lab, fixtures_root)
         submissions = reference_submissions(main, lab, lab_fixtures)
         submissions.update(hostile_submissions(main, lab, lab_fixtures, policy=True))
@@ -527,7 +564,8 @@ def grade_labs(
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
         ready = [lab for lab in names if lab not in outcome]
         largest_first = sorted(ready, key=lambda lab: -class_sizes[lab])
-        tasks = [(lab, pool.submit(autograde, shard, lab)) for lab in largest_first for shard in shards[lab]]
+        threads = max(1, (os.cpu_count() or 1) // jobs)  # the rule of ptgrader.autograde's jobs
+        tasks = [(lab, pool.submit(autograde, shard, lab, threads)) for lab in largest_first for shard in shards[lab]]
         for lab, future in tasks:
             try:
                 future.result()
