@@ -23,6 +23,7 @@ The repository has three rooms, and the imports go one way:
   - :mod:`~ptgrader.contract`: how test cells run through the checks held before student code runs;
   - :mod:`~ptgrader.channel`: outputs sent out of the kernel and compared by the grader;
   - :mod:`~ptgrader.policy`: the code policy read before anything runs (defence in depth);
+  - :mod:`~ptgrader.ipython_code`: a cell as the Python IPython runs (read once, for the policy and the source rules);
   - :mod:`~ptgrader.course`, :mod:`~ptgrader.outputs`, :mod:`~ptgrader.repair`: the course record,
     output without active HTML, repairs of stripped metadata;
   - :mod:`~ptgrader.autograde`: ``python -m ptgrader.autograde LAB --jobs N``, and

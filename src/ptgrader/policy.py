@@ -46,9 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from IPython.core import magic_arguments
-from IPython.core.inputtransformer2 import TransformerManager
 from IPython.core.magic import Magics
 from IPython.core.magics.execution import ExecutionMagics
+
+from .ipython_code import as_python
 
 #: Top-level modules a solution may import (the labs' intro lists the same ones).
 ALLOWED_IMPORTS = frozenset({"torch", "math", "itertools", "functools", "collections", "typing", "dataclasses", "operator"})
@@ -168,7 +169,6 @@ _LOOKS_AT = frozenset({"print", "str", "repr", "isinstance", "issubclass", "id",
 #: Builtin classes whose subscript is a type (``list["..."]``: a string in it is code to typing).
 _GENERICS = frozenset({"list", "dict", "tuple", "set", "frozenset", "type"})
 
-_transformer = TransformerManager()
 _magics = Magics.__new__(Magics)
 _magics.options_table = {}
 
@@ -225,7 +225,7 @@ class LabNames:
 
 def _parse(source: str) -> ast.Module | None:
     try:
-        return ast.parse(_transformer.transform_cell(source))
+        return ast.parse(as_python(source))
     except SyntaxError:
         return None
 
@@ -265,11 +265,11 @@ def _inlined_comprehension_targets(code: str) -> set[str]:
 def _global_names(source: str) -> tuple[set[str], set[str]] | None:
     """(notebook globals a cell binds, notebook globals it reads), by Python's own scope rules (symtable)."""
     try:
-        table = symtable.symtable(_transformer.transform_cell(source), "<cell>", "exec")
+        table = symtable.symtable(as_python(source), "<cell>", "exec")
     except SyntaxError:
         return None
     bound = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
-    inlined = _inlined_comprehension_targets(_transformer.transform_cell(source))
+    inlined = _inlined_comprehension_targets(as_python(source))
     bound -= inlined
     read = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()} - inlined
     pending = list(table.get_children())
@@ -1028,7 +1028,7 @@ def scan_cell(
     tree = _parse(source)
     if tree is None:
         return []
-    code = _transformer.transform_cell(source)
+    code = as_python(source)
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     known: tuple[set[str], set[str], dict[str, str]] = (set(), set(setup_modules) | modules, dict(setup_modules))

@@ -24,7 +24,8 @@ import ast
 import re
 from collections.abc import Iterator
 
-from IPython.core.inputtransformer2 import TransformerManager
+from .ipython_code import as_python
+
 
 #: The line of a test cell that asks for no Python loop in a function of the student's.
 RULE = re.compile(r"^\s*# ptgrader: no Python loop in (\w+)\s*$", re.MULTILINE)
@@ -40,7 +41,6 @@ ITERATING = frozenset({
 #: IPython's own calls for magics: their string arguments are code the cell runs.
 _MAGICS = frozenset({"run_cell_magic", "run_line_magic"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_transformer = TransformerManager()
 
 
 def loop_rules(test_source: str) -> list[str]:
@@ -51,7 +51,7 @@ def loop_rules(test_source: str) -> list[str]:
 def _parse(source: str, depth: int = 0) -> list[ast.Module]:
     """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement)."""
     try:
-        tree = ast.parse(_transformer.transform_cell(source) if depth == 0 else source)
+        tree = ast.parse(as_python(source) if depth == 0 else source)
     except (SyntaxError, ValueError):
         return []  # a cell that does not parse fails on its own when it runs
     found = [tree]
