@@ -244,6 +244,23 @@ def copy_course(dest: Path, labs: Path = LABS) -> Path:
     return dest
 
 
+def one_part_lab(test_grade_id: str = "test_answer") -> nbformat.NotebookNode:
+    """The smallest lab: a solution cell ``answer`` and its test cell ``test_grade_id`` (1 point).
+
+    Naming the test cell ``answer`` too gives two cells one grade_id, a lab nbgrader refuses to generate.
+    """
+    def meta(grade_id: str, **flags: object) -> dict:
+        return {"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
+                             "schema_version": 3, **flags}}
+
+    return nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(f"{BEGIN_SOLUTION}\nanswer = 42\n{END_SOLUTION}",
+                                  metadata=meta("answer", solution=True)),
+        nbformat.v4.new_code_cell("assert answer == 42",
+                                  metadata=meta(test_grade_id, grade=True, locked=True, points=1)),
+    ])
+
+
 def generate_assignment(course: Path, lab: str) -> Path:
     """``nbgrader generate_assignment LAB --force`` in ``course``; return the release folder.
 
@@ -267,9 +284,9 @@ def generate_assignments(course: Path, labs: list[str]) -> dict[str, Path | LabT
     """
     try:
         run_nbgrader(["generate_assignment", "*", "--force"], course)
-        generated = {lab: course / "release" / lab for lab in labs}
+        generated: dict[str, Path | LabToolError] = {lab: course / "release" / lab for lab in labs}
         if all(release.is_dir() for release in generated.values()):
-            return dict(generated)
+            return generated
     except LabToolError:
         pass
     outcome: dict[str, Path | LabToolError] = {}
@@ -512,6 +529,7 @@ def grade_labs(
     to its LabToolError; the other labs are still graded.
     """
     from tests import hostile  # the catalogue imports this module
+    from ptgrader.autograde import kernel_threads  # imported late: it pulls in nbgrader
 
     jobs = jobs or default_jobs()
     names = list(labs)
@@ -564,7 +582,7 @@ def grade_labs(
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
         ready = [lab for lab in names if lab not in outcome]
         largest_first = sorted(ready, key=lambda lab: -class_sizes[lab])
-        threads = max(1, (os.cpu_count() or 1) // jobs)  # the rule of ptgrader.autograde's jobs
+        threads = kernel_threads(jobs)
         tasks = [(lab, pool.submit(autograde, shard, lab, threads)) for lab in largest_first for shard in shards[lab]]
         for lab, future in tasks:
             try:

@@ -18,6 +18,7 @@ Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -109,26 +110,13 @@ def test_a_failed_grading_run_is_explained_first() -> None:
     ]
     assert "no ERROR lines" in lab_tools.nbgrader_errors("[AutogradeApp | INFO] fine\n")
 
-def _one_part_lab(grade_id: str) -> nbformat.NotebookNode:
-    """A lab of one solution cell and one test cell; the same ``grade_id`` twice makes it malformed."""
-    def meta(cell_id: str, **flags: object) -> dict:
-        return {"nbgrader": {"grade_id": cell_id, "grade": False, "solution": False, "locked": False,
-                             "schema_version": 3, **flags}}
 
-    return nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(f"{BEGIN_SOLUTION}\nanswer = 42\n{END_SOLUTION}",
-                                  metadata=meta("answer", solution=True)),
-        nbformat.v4.new_code_cell("assert answer == 42",
-                                  metadata=meta(grade_id, grade=True, locked=True, points=1)),
-    ])
-
-
-def test_a_malformed_lab_fails_alone_when_labs_are_generated_together(tmp_path) -> None:
+def test_a_malformed_lab_fails_alone_when_labs_are_generated_together(tmp_path: Path) -> None:
     """generate_assignments makes every lab in one command; a lab nbgrader refuses must not take the others."""
     (tmp_path / lab_tools.CONFIG_NAME).write_text("c = get_config()\n")
     for lab, grade_id in {"good": "test_answer", "broken": "answer"}.items():
         (tmp_path / "source" / lab).mkdir(parents=True)
-        nbformat.write(_one_part_lab(grade_id), tmp_path / "source" / lab / f"{lab}.ipynb")
+        nbformat.write(lab_tools.one_part_lab(grade_id), tmp_path / "source" / lab / f"{lab}.ipynb")
     outcome = lab_tools.generate_assignments(tmp_path, ["good", "broken"])
     assert outcome["good"] == tmp_path / "release" / "good"
     assert (outcome["good"] / "good.ipynb").is_file()

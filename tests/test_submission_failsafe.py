@@ -201,26 +201,13 @@ c.Autograde.autograde_preprocessors = [FailsOnSomeStudents, SaveAutoGrades]
 '''
 
 
-def _small_lab() -> nbformat.NotebookNode:
-    def meta(grade_id: str, **flags: object) -> dict:
-        return {"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
-                             "schema_version": 3, **flags}}
-
-    return nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION",
-                                  metadata=meta("answer", solution=True)),
-        nbformat.v4.new_code_cell("assert answer == 42",
-                                  metadata=meta("test_answer", grade=True, locked=True, points=1)),
-    ])
-
-
 @pytest.fixture(scope="module")
 def small_course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A course graded once by ``python -m ptgrader.autograde small --jobs 2``: (course, its output)."""
     course = tmp_path_factory.mktemp("small-course")
     (course / lab_tools.CONFIG_NAME).write_text(SMALL_CONFIG)
     (course / "source" / "small").mkdir(parents=True)
-    nbformat.write(_small_lab(), course / "source" / "small" / "small.ipynb")
+    nbformat.write(lab_tools.one_part_lab(), course / "source" / "small" / "small.ipynb")
     release = nbformat.read(lab_tools.generate_assignment(course, "small") / "small.ipynb", as_version=4)
     flagged = nbformat.from_dict(release)
     flagged.cells[1].metadata.nbgrader.update(solution=True, points=100)  # nbgrader: "Inconsistent checksums"

@@ -58,6 +58,15 @@ def relay(stream: Iterable[str], prefix: str, out: TextIO) -> None:
         out.flush()
 
 
+def kernel_threads(jobs: int) -> int:
+    """Torch's threads for each grading kernel when ``jobs`` graders run side by side: their share of the cores.
+
+    The kernels share the cores, and an OpenMP thread waiting for a core spins on one (measured: lab 06 on
+    2 cores, 2 jobs, 3.8 s a submission with one thread each, 4.9 s to 6.0 s with two).
+    """
+    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lab", help="the lab's name, e.g. lab01_tensors")
@@ -70,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # nbgrader runs `alembic` from its own environment: put this interpreter's scripts first on PATH.
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    # The kernels share the cores: each job's kernels get its share of them as torch threads (measured: lab 06 on
-    # 2 cores, 2 jobs, 3.8 s a submission with one thread each, 4.9 s to 6.0 s with two).
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, args.jobs))))
+    env.setdefault("OMP_NUM_THREADS", str(kernel_threads(args.jobs)))
     processes, relays = [], []
     for number, command in enumerate(commands(args.lab, everyone, max(1, args.jobs), extra), start=1):
         process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,

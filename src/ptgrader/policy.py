@@ -265,11 +265,12 @@ def _inlined_comprehension_targets(code: str) -> set[str]:
 def _global_names(source: str) -> tuple[set[str], set[str]] | None:
     """(notebook globals a cell binds, notebook globals it reads), by Python's own scope rules (symtable)."""
     try:
-        table = symtable.symtable(as_python(source), "<cell>", "exec")
+        code = as_python(source)
+        table = symtable.symtable(code, "<cell>", "exec")
     except SyntaxError:
         return None
     bound = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_assigned() or symbol.is_imported()}
-    inlined = _inlined_comprehension_targets(as_python(source))
+    inlined = _inlined_comprehension_targets(code)
     bound -= inlined
     read = {symbol.get_name() for symbol in table.get_symbols() if symbol.is_referenced()} - inlined
     pending = list(table.get_children())
