@@ -26,7 +26,9 @@ def sent(monkeypatch: pytest.MonkeyPatch, name: str, value: object, **tolerance:
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data))
     ptchecks.emit(name, value, **tolerance)
-    (payload,) = [data[ptchecks.OUTPUT_MIME] for data in shown]
+    ptchecks._flush()  # what the end of the cell's run does (already done here, where no IPython shell runs)
+    (batch,) = [data[ptchecks.OUTPUT_MIME] for data in shown]
+    (payload,) = channel.payloads(batch)
     decoded_name, output = channel.decode(payload)
     assert decoded_name == name
     return output
@@ -181,7 +183,39 @@ def test_a_passing_check_sends_what_it_saw_numbered_in_order(monkeypatch: pytest
     ptchecks.check_raises(ValueError, int, "x", name="bad literal")
     with pytest.raises(ptchecks.ExerciseError):
         ptchecks.check_equal([1], (1,), name="tuple")  # a failing check sends nothing: the cell fails anyway
-    decoded = dict(channel.decode(payload) for payload in shown)
+    ptchecks._flush()
+    decoded = dict(channel.decode(payload) for batch in shown for payload in channel.payloads(batch))
     assert {name: output.value for name, output in decoded.items()} == {
         "check_true #1: kept": True, "check_raises #2: bad literal": "ValueError"
     }
+
+
+def _graded_shell(monkeypatch: pytest.MonkeyPatch) -> tuple[object, list[list[dict]]]:
+    """An IPython shell of its own (not the process's singleton) whose cells run as in a graded kernel."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell()
+    shown: list[list[dict]] = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data[ptchecks.OUTPUT_MIME]))
+    monkeypatch.setattr(ptchecks, "_shell", lambda: shell)
+    monkeypatch.setattr(ptchecks, "_SENT", {})
+    shell.user_ns["ptchecks"] = ptchecks
+    return shell, shown
+
+
+def test_a_cells_outputs_leave_together_when_its_run_ends_even_after_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One display message per run of a cell, a list, sent by IPython's post_execute event: not one per output."""
+    shell, shown = _graded_shell(monkeypatch)
+    shell.user_ns["shown"] = shown
+    shell.run_cell("ptchecks.emit('a', 1)\nptchecks.emit('b', [2.5])\nduring_the_run = len(shown)", store_history=False)
+    shell.run_cell("ptchecks.emit('c', 3)\nraise ValueError('a test that fails after sending')", store_history=False)
+    assert shell.user_ns["during_the_run"] == 0, "an output left before its cell's run ended"
+    assert [[payload["name"] for payload in batch] for batch in shown] == [["a", "b"], ["c"]]
+    assert dict(channel.decode(payload) for payload in shown[0])["b"].value == [2.5]
+
+
+def test_a_long_loop_of_outputs_leaves_in_bounded_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    shell, shown = _graded_shell(monkeypatch)
+    shell.run_cell(f"for i in range({ptchecks.MAX_PENDING + 3}):\n    ptchecks.emit(f'o{{i}}', i)", store_history=False)
+    assert [len(batch) for batch in shown] == [ptchecks.MAX_PENDING, 3]

@@ -189,6 +189,35 @@ def test_a_name_sent_twice_in_one_cell_counts_as_not_sent() -> None:
     assert any(name.startswith("(malformed output") for name in received)
 
 
+def test_a_list_in_one_message_is_received_output_by_output() -> None:
+    """ptchecks sends a cell's outputs as one list: each item is judged on its own, as if sent alone."""
+    from ptgrader import channel
+
+    grader, outs = _guarded_receiver()
+    batch = [{"name": "answer", "typed": 1}, {"name": "answer", "typed": 2}, {"typed": 3}, {"name": "kept", "typed": 4}]
+    content = {"data": {channel.MIME: batch}, "metadata": {}, "transient": {}}
+    grader.output(outs, {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+                         "content": content}, None, 0)
+    received = grader.emitted[0]
+    assert outs == [] and received["answer"] is None and "(sent twice: answer)" in received
+    assert received["kept"].value == 4 and any(name.startswith("(malformed output") for name in received)
+
+
+def test_past_the_most_outputs_the_rest_of_a_message_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of a million outputs costs the grader what MAX_OUTPUTS of them cost, no more."""
+    from ptgrader import channel, receive
+
+    measured: list[object] = []
+    monkeypatch.setattr(receive, "measured_size", lambda payload: measured.append(payload) or 10)
+    monkeypatch.setattr(channel, "MAX_OUTPUTS", 3)
+    grader, outs = _guarded_receiver()
+    batch = [{"name": f"o{index}", "typed": index} for index in range(1_000_000)]
+    content = {"data": {channel.MIME: batch}, "metadata": {}, "transient": {}}
+    grader.output(outs, {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+                         "content": content}, None, 0)
+    assert len(measured) == 4 and list(grader.emitted[0]) == ["o0", "o1", "o2", "(too many outputs)"]
+
+
 def test_a_cell_gets_only_what_is_left_of_the_submissions_time() -> None:
     import time
 

@@ -298,9 +298,15 @@ def _same_function(recorded: object, now: object) -> bool:
     return False
 
 
+def _shell() -> Any:
+    """The running IPython shell, or None outside IPython."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
+
+
 def _ipython_transformers() -> tuple[Any, ...]:
     """IPython's code transformers, which can rewrite every later cell (empty outside IPython)."""
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    shell = _shell()
     if shell is None:
         return ()
     return (
@@ -541,9 +547,33 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
         payload.update(rtol=float(rtol), atol=float(atol))
     _SENT[name] = _execution_id()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:
-        from IPython.display import display
+        _PENDING.append(payload)
+        shell = _shell()
+        if shell is None or len(_PENDING) >= MAX_PENDING:
+            _flush()
+        elif _flush not in shell.events.callbacks["post_execute"]:
+            shell.events.register("post_execute", _flush)
 
-        display({OUTPUT_MIME: payload}, raw=True)
+
+#: Outputs waiting to leave the kernel: they go together when the cell's run ends (IPython's post_execute
+#: event, which runs after an error or an interrupt too), in one display message. A message per output
+#: (hundreds per submission, most of them what the passing checks saw) cost a lab 02 submission 0.28 s more
+#: CPU, grader and kernel together, than one per cell; a kernel that stops the flush only withholds its own
+#: outputs, and the part earns nothing.
+_PENDING: list[dict[str, Any]] = []
+#: Sent at once when this many wait, so that a loop of checks does not hold a submission's outputs.
+MAX_PENDING = 256
+
+
+def _flush() -> None:
+    """Send the waiting outputs to the grader as one display message: a list of payloads."""
+    if not _PENDING:
+        return
+    from IPython.display import display
+
+    batch = list(_PENDING)
+    _PENDING.clear()
+    display({OUTPUT_MIME: batch}, raw=True)
 
 
 def emit_tree(name: str, value: Any, *, rtol: float | None = None, atol: float | None = None) -> None:

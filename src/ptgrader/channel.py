@@ -1,9 +1,10 @@
 """Outputs sent out of the kernel and compared by the grader: the score decided where student code cannot reach.
 
 - **in the kernel**, a hidden test only computes the student's outputs and sends each one out with
-  ``ptchecks.emit`` (a tensor as safetensors bytes, a plain value as JSON) as a display message of
-  its own type, :data:`MIME`. The kernel's half lives with the checks, since it must be importable
-  there; this module is the grader's half and imports nothing of them;
+  ``ptchecks.emit`` (a tensor as safetensors bytes, a plain value as JSON); the outputs of one run of
+  a cell leave together, as a list in one display message of its own type, :data:`MIME`
+  (:func:`payloads`). The kernel's half lives with the checks, since it must be importable there;
+  this module is the grader's half and imports nothing of them;
 - **in the grader**, :class:`~ptgrader.execute.GuardedExecute` takes those messages out of the
   output stream (they never reach the graded notebook), decodes them without running anything
   (safetensors and typed JSON, no pickle), runs the lab's *source* notebook once in the same jail to
@@ -41,6 +42,12 @@ class Output:
     device: str | None = None  # the type of device a tensor was on in the kernel ("cpu", "cuda", ...)
     #: What a check saw (``ptchecks._observe``), not an output of the student's code: only the reference's counts.
     observation: bool = False
+
+
+def payloads(data: object) -> list[object]:
+    """The outputs one display message of type :data:`MIME` carries: ``ptchecks`` sends a list (the
+    outputs of one run of a cell); anything else a kernel sends is one output, which :func:`decode` judges."""
+    return data if isinstance(data, list) else [data]
 
 
 def decode(payload: object) -> tuple[str, Output]:

@@ -62,11 +62,12 @@ class ReferenceRun(NotebookClient):
         out = super().output(outs, msg, display_id, cell_index)
         if out is not None and outs and outs[-1] is out and channel.MIME in out.get("data", {}):
             outs.pop()
-            name, value = channel.decode(out.data[channel.MIME])
             cell = self.emitted.setdefault(cell_index, {})
-            if name in cell:
-                raise RuntimeError(f"the reference solution sent {name!r} twice in cell {cell_index + 1}")
-            cell[name] = value
+            for payload in channel.payloads(out.data[channel.MIME]):
+                name, value = channel.decode(payload)
+                if name in cell:
+                    raise RuntimeError(f"the reference solution sent {name!r} twice in cell {cell_index + 1}")
+                cell[name] = value
             return None
         return out
 

@@ -106,7 +106,9 @@ class OutputReceiver:
             self._forget_display(display_id, cell_index, len(outs) - 1)
         if out.output_type == "display_data" and channel.MIME in out.get("data", {}):
             self._drop_last(outs, display_id, cell_index)  # sent to the grader: never in the graded notebook
-            self._receive(out.data[channel.MIME], cell_index)
+            for payload in channel.payloads(out.data[channel.MIME]):
+                if not self._receive(payload, cell_index):
+                    break
             return None
         if make_safe(out):
             self._report.unsafe_outputs += 1
@@ -216,20 +218,24 @@ class OutputReceiver:
 
     # ------------------------------------------------------------------------- outputs sent out (channel)
 
-    def _receive(self, payload: object, cell_index: int) -> None:
-        """Keep one output the kernel sent out (decoded as safetensors or JSON: nothing runs), within bounds."""
+    def _receive(self, payload: object, cell_index: int) -> bool:
+        """Keep one output the kernel sent out (decoded as safetensors or JSON: nothing runs), within bounds.
+
+        False once the submission's outputs are over their bounds: the rest of a message is not even measured.
+        """
         emitted = self.emitted.setdefault(cell_index, {})
         self._emitted_bytes += measured_size(payload)
         if self._emitted_bytes > channel.MAX_BYTES or sum(map(len, self.emitted.values())) >= channel.MAX_OUTPUTS:
             emitted["(too many outputs)"] = None
-            return
+            return False
         try:
             name, value = channel.decode(payload)
         except Exception as problem:  # noqa: BLE001  (whatever the kernel sent: a mistake of this cell, not the run's)
             emitted[f"(malformed output: {type(problem).__name__}: {str(problem)[:200]})"] = None
-            return
+            return True
         if name in emitted:
             emitted[f"(sent twice: {name})"] = None
             emitted[name] = None
-            return
+            return True
         emitted[name] = value
+        return True
