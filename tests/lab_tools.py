@@ -43,8 +43,10 @@ BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 
 #: Student ids of the two reference submissions; fixtures are graded in groups (``fixture_groups``).
 SOLUTION_STUDENT = "solution"
-#: The most students one grading command takes in the tests (grade_labs): a lab with more is split.
-MAX_SHARD = 40
+#: The most students one grading command takes in the tests (grade_labs): a lab with more is split. Each
+#: command costs about 11 s of CPU before its first student (nbgrader's start, the warm server's imports, the
+#: reference run), so lab 01's class of 55, every hostile case included, is graded by one.
+MAX_SHARD = 60
 BLANK_STUDENT = "blank"
 #: The honest student graded in the same run as the runtime-only hostile cases, after them.
 HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
@@ -521,8 +523,8 @@ def grade_labs(
     into shards of at most MAX_SHARD, each shard a copy of the lab's course (gradebook included:
     every lab is generated once, in one command, see generate_assignments) graded by one ordinary
     command, with torch's threads set so that jobs times threads fits the cores, and ``jobs`` of those
-    commands run side by side, the largest lab first: 9 starts for the seven labs (lab 01, with
-    every hostile case, is split in two), where a shard per job and lab paid 29. ``runtime_lab`` also
+    commands run side by side, the largest lab first: 8 starts for the seven labs (lab 01's class,
+    with every hostile case, is one), where a shard per job and lab paid 29. ``runtime_lab`` also
     gets a course of its own whose configuration turns the code policy off: there the runtime-only
     hostile cases run, followed by an honest student who must keep full marks (the runtime
     defences do not depend on the lab, so one lab proves them). A lab that fails maps
