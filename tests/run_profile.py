@@ -14,7 +14,13 @@ ended its kernel: per stage the sums are right, per test only roughly. A process
 grading kernel, forked by the grader's warm server inside its jail) is missing from those sums, so
 the summary also gives the whole machine's CPU over the run (busy and idle core-seconds, from
 ``/proc/stat``), and each worker's span: when it ran its first and last test, and how long its tests
-took. Idle core-seconds with a worker already done are time the run's packing loses.
+took. Idle core-seconds with a worker already done are time the run's packing loses; time the
+virtual machine's host gave to someone else (steal) is counted apart, as neither.
+
+The same code does not cost the same CPU on every run: a virtual machine's host can run it slower
+(the same code took 1,217 busy core-seconds one day and 1,430 the next, on the same 2-core machine). So the
+controller times a fixed Python loop (:func:`machine_speed_s`) when the run starts and when it ends,
+and prints both beside the committed quiet run's: a run whose loop took 15% longer is not 15% worse.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import os
 import platform
 import time
 from collections import defaultdict
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import psutil
@@ -44,6 +50,10 @@ PROFILE = Path(__file__).resolve().parent.parent / "_build" / "test-profile.json
 #: Every test's wall and CPU seconds, costliest CPU first: where to look for the next cut.
 TEST_TIMES = PROFILE.with_name("test-times.json")
 COSTLIEST = 5
+#: The committed profile of a quiet run, the yardstick of the speed line.
+QUIET_PROFILE = Path(__file__).resolve().parent / "quiet-run-profile.json"
+#: Iterations of the fixed loop that :func:`machine_speed_s` times (about 0.09 s of CPU on the 2-core AMD EPYC).
+SPEED_LOOP = 2_000_000
 
 
 def stage(path: str) -> str:
@@ -54,6 +64,22 @@ def tree_cpu_seconds() -> float:
     """User and system CPU of this process and of every child it has reaped."""
     times = psutil.Process().cpu_times()
     return times.user + times.system + times.children_user + times.children_system
+
+
+def machine_speed_s(rounds: int = 3, clock: Callable[[], float] = time.process_time) -> float:
+    """CPU seconds of a fixed pure-Python loop, the fastest of ``rounds``: larger on a slower machine.
+
+    CPU time, not wall time, so that the other processes of a busy start do not count, and the fastest
+    round, so that one interruption does not either.
+    """
+    best = float("inf")
+    for _ in range(rounds):
+        start = clock()
+        total = 0
+        for number in range(SPEED_LOOP):
+            total += number * number % 7
+        best = min(best, clock() - start)
+    return round(best, 3)
 
 
 class RunProfile:
@@ -67,6 +93,7 @@ class RunProfile:
         self.started = time.monotonic()
         self.machine_at_start = psutil.cpu_times()
         self.spans: dict[str, list[float]] = {}  # worker -> [first start, last stop, test seconds]
+        self.speed_s: dict[str, float] = {}  # "start", "end" -> machine_speed_s() (the controller's)
 
     def add(self, report: pytest.TestReport) -> None:
         path = report.nodeid.partition("::")[0]
@@ -82,14 +109,16 @@ class RunProfile:
         span[2] += report.duration
 
     def machine(self) -> dict[str, float]:
-        """The whole machine's busy and idle core-seconds since the run started (every process counted)."""
+        """The whole machine's busy, idle and stolen core-seconds since the run started (every process counted)."""
         now = psutil.cpu_times()
         # guest time is already in user and nice (/proc/stat): counted once
         fields = [name for name in now._fields if not name.startswith("guest")]
         spent = {name: getattr(now, name) - getattr(self.machine_at_start, name) for name in fields}
         idle = spent["idle"] + spent.get("iowait", 0.0)
+        steal = spent.get("steal", 0.0)  # the host ran something else: neither our work nor idle
         total = sum(spent.values())
-        return {"busy_core_s": round(total - idle, 1), "idle_core_s": round(idle, 1)}
+        return {"busy_core_s": round(total - idle - steal, 1), "idle_core_s": round(idle, 1),
+                "steal_core_s": round(steal, 1)}
 
     def workers(self) -> dict[str, dict[str, float]]:
         """Each worker's tests: seconds from the run's first test to its first and last, and their sum."""
@@ -105,6 +134,7 @@ class RunProfile:
             "wall_s": round(time.monotonic() - self.started, 1),
             "load": {"mean": round(sum(self.loads) / max(1, len(self.loads)), 2), "max": round(max(self.loads, default=0.0), 2)},
             "machine_cpu": self.machine(),
+            "speed_s": dict(self.speed_s),
             "workers": self.workers(),
             "stages": {
                 name: {"wall_s": round(self.wall[name], 1), "cpu_s": round(self.cpu[name], 1)}
@@ -151,6 +181,24 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     return (yield from _measured(item, "teardown"))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        _profile.speed_s["start"] = machine_speed_s()
+
+
+def speed_line(speed: dict[str, float], quiet: Path = QUIET_PROFILE) -> str:
+    """How fast the machine ran this run's fixed loop, at its start and its end, beside the quiet run's."""
+    line = "the machine's speed: a fixed Python loop took " + ", ".join(
+        f"{seconds:.3f} s of CPU at the {when}" for when, seconds in speed.items())
+    try:
+        committed = json.loads(quiet.read_text(encoding="utf-8")).get("speed_s", {})
+    except (OSError, ValueError):
+        committed = {}
+    if committed:
+        line += f" (the committed quiet run's: {min(committed.values()):.3f} s)"
+    return line
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _profile.add(report)
 
@@ -158,6 +206,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or not _profile.tests:
         return
+    _profile.speed_s["end"] = machine_speed_s()
     summary = _profile.summary()
     terminalreporter.section(
         f"time by stage (test seconds summed over the workers; load average {summary['load']['mean']} mean,"
@@ -169,8 +218,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for test in summary["costliest"]:
         terminalreporter.write_line(f"{test['wall_s']:7.1f} s  {test['cpu_s']:7.1f} s  {test['test']}")
     machine = summary["machine_cpu"]
-    terminalreporter.write_line(f"the machine: {machine['busy_core_s']:.0f} core-s busy, {machine['idle_core_s']:.0f} idle"
-                                f" over {summary['wall_s']:.0f} s on {os.cpu_count()} cores (every process counted)")
+    terminalreporter.write_line(f"the machine: {machine['busy_core_s']:.0f} core-s busy, {machine['idle_core_s']:.0f} idle,"
+                                f" {machine['steal_core_s']:.0f} stolen by its host over {summary['wall_s']:.0f} s"
+                                f" on {os.cpu_count()} cores (every process counted)")
+    terminalreporter.write_line(speed_line(summary["speed_s"]))
     for name, span in summary["workers"].items():
         terminalreporter.write_line(f"worker {name}: tests from {span['first_s']:.0f} s to {span['last_s']:.0f} s,"
                                     f" {span['tests_s']:.0f} s of tests")

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections import namedtuple
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from tests import run_profile
 
@@ -66,3 +71,26 @@ def test_the_machine_counts_busy_and_idle_core_seconds() -> None:
     sum(i * i for i in range(3_000_000))
     machine = profile.machine()
     assert machine["busy_core_s"] > 0 and machine["idle_core_s"] >= 0
+
+
+def test_stolen_time_is_neither_busy_nor_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A virtual machine's host that runs something else makes a run slower, not the suite costlier."""
+    Times = namedtuple("Times", "user nice system idle iowait steal guest")
+    clock = iter([Times(0, 0, 0, 0, 0, 0, 0), Times(100.0, 0, 20.0, 30.0, 2.0, 40.0, 5.0)])
+    monkeypatch.setattr(run_profile.psutil, "cpu_times", lambda: next(clock))
+    profile = run_profile.RunProfile()
+    assert profile.machine() == {"busy_core_s": 120.0, "idle_core_s": 32.0, "steal_core_s": 40.0}
+
+
+def test_the_speed_is_the_fastest_round_of_the_fixed_loop() -> None:
+    ticks = iter([0.0, 0.5, 1.0, 1.2, 2.0, 2.6])  # rounds of 0.5, 0.2 and 0.6 s: one was interrupted twice
+    assert run_profile.machine_speed_s(rounds=3, clock=lambda: next(ticks)) == 0.2
+    assert 0 < run_profile.machine_speed_s(rounds=1) < 5
+
+
+def test_the_speed_line_names_the_quiet_runs_speed(tmp_path: Path) -> None:
+    quiet = tmp_path / "quiet.json"
+    assert run_profile.speed_line({"start": 0.1, "end": 0.12}, quiet) == (
+        "the machine's speed: a fixed Python loop took 0.100 s of CPU at the start, 0.120 s of CPU at the end")
+    quiet.write_text(json.dumps({"speed_s": {"start": 0.09, "end": 0.095}}))
+    assert run_profile.speed_line({"end": 0.12}, quiet).endswith("0.120 s of CPU at the end (the committed quiet run's: 0.090 s)")
