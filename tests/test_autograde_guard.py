@@ -637,10 +637,11 @@ def _run_kernel(tmp_path: Path, warm: object, source: str) -> tuple[nbformat.Not
 
 
 KERNEL_CELL = (
-    "import json, os, subprocess, sys\n"
+    "import gc, json, os, subprocess, sys\n"
     "detached = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
     "print(json.dumps({'uid': os.getuid(), 'pid': os.getpid(), 'cwd': os.getcwd(), "
     "'preloaded': 'wave' in sys.modules, 'detached': detached.pid, "
+    "'collector': [gc.isenabled(), gc.get_freeze_count() > 0], "
     "'cwd_importable': any(os.path.realpath(p or '.') == os.getcwd() for p in sys.path)}))"
 )
 
@@ -649,7 +650,8 @@ KERNEL_CELL = (
 @pytest.mark.parametrize("start", ["cold", "warm"])
 def test_a_grading_kernel_runs_jailed_warm_or_cold_and_leaves_nothing_behind(tmp_path: Path, start: str) -> None:
     """A kernel started by jail.py, or forked by the warm server, is jailed the same way; what it
-    starts is counted while it runs and ends with it; its sockets live in its own tmpfs."""
+    starts is counted while it runs and ends with it; its sockets live in its own tmpfs. A warm kernel
+    collects its own garbage, and its collections leave the server's frozen objects alone."""
     from ptgrader.warm import WarmKernels
 
     warm = WarmKernels.shared(["ipykernel.kernelapp", "wave"], GraderTemp.current().path) if start == "warm" else None
@@ -657,6 +659,7 @@ def test_a_grading_kernel_runs_jailed_warm_or_cold_and_leaves_nothing_behind(tmp
     seen = json.loads(nb.cells[0].outputs[0]["text"])
     assert seen["uid"] not in (0, os.getuid()) and seen["pid"] == 1 and seen["cwd"] == jail.WORK
     assert seen["preloaded"] is (start == "warm")
+    assert seen["collector"] == [True, start == "warm"]
     assert seen["cwd_importable"] is False  # a module written there cannot stand in for one imported later
     assert nb.metadata["leftovers"] == 1  # the detached sleep
     assert nb.metadata["ip"] == f"/proc/{km.kernel_pid}/root{jail.IPC_PREFIX}"

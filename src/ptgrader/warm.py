@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -228,6 +229,7 @@ class _Server:
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        gc.freeze()  # what the server made since the last fork: the kernel's collections never walk it
         pid = os.fork()
         if pid == 0:
             self.become_keeper(request, fds)
@@ -241,6 +243,7 @@ class _Server:
     def become_keeper(self, request: dict[str, Any], fds: list[int]) -> None:
         """In the forked child: drop the server's state, take the launcher's streams, jail ipykernel."""
         code = 1
+        gc.enable()  # the kernel collects its own garbage; the server's objects are frozen (see serve)
         try:
             self.selector.close()
             self.listener.close()
@@ -338,9 +341,19 @@ def _preload(name: str) -> None:
 
 
 def serve(path: str, grader_folder: str, preload: list[str]) -> None:
-    """Import ``preload``, then serve kernel requests on the Unix socket ``path``."""
+    """Import ``preload``, then serve kernel requests on the Unix socket ``path``.
+
+    The collector stays off in the server and its objects are frozen before each fork (``gc.freeze``,
+    the recipe of Python's ``gc`` documentation for fork without exec). Why: torch and the preloaded
+    modules leave about 480,000 objects, and a full collection in a forked kernel walked every one of
+    them (0.3 s of CPU each time, and a copy of every page it touched); frozen, they are out of the
+    kernel's collections, which see only what the kernel made. Off while importing, too: the imports
+    take a third less CPU without the collections they would trigger.
+    """
+    gc.disable()
     for name in preload:
         _preload(name)
+    gc.freeze()
     server = _Server(path, grader_folder)
     print("ready", flush=True)
     server.run()
