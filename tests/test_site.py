@@ -12,9 +12,11 @@ chapter in the table of contents; no page is wider than a phone's screen. From t
 no lab answer is published, exercises are numbered within their chapter, explorers show static
 states and no dead widget, chapters cite the articles through the Sources page, the page of tested
 claims lists every row of every chapter's claims table with links that land on their sections, and the
-coverage map lists every chapter section, claim key and lab part. Each page is saved as a screenshot in
-pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the paths are printed (use ``-s``
-to see them).
+coverage map lists every chapter section, claim key and lab part. Each page's first screen is saved
+as a screenshot in pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the paths are
+printed (use ``-s`` to see them). A page is loaded as few times as the checks allow (a chapter costs the
+browser about 2 s of CPU a load): the read-only checks share one load, and the PDF edition's printer
+serves the check at 1280 px.
 """
 
 from __future__ import annotations
@@ -153,8 +155,10 @@ class Visit:
             self.failed.append(f"{request.failure} {request.url}")
 
     def screenshot(self, folder: Path, name: str, capsys: pytest.CaptureFixture[str]) -> Path:
+        """The first screen, as a reader sees it: a whole chapter (46,000 px tall at 1280 px) cost the
+        browser 4.5 s of CPU to paint and encode, for a picture nobody can read."""
         path = folder / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path))
         with capsys.disabled():
             print(f"\nscreenshot: {path}")
         return path
@@ -180,9 +184,19 @@ def visit(browser: Browser, base_url: str) -> Iterator[Opener]:
         v.close()
 
 
+@pytest.fixture(scope="module")
+def desktop(browser: Browser, base_url: str) -> Iterator[dict[str, Visit]]:
+    """The intro and chapter 01 at 1280 px, opened once for the tests that only read them (each load of a
+    chapter costs the browser about 2 s of CPU); the tests that click open pages of their own."""
+    opened = {path: Visit(browser, base_url, path) for path in PAGES.values()}
+    yield opened
+    for v in opened.values():
+        v.close()
+
+
 @pytest.mark.parametrize("name", PAGES)
-def test_page_renders(name: str, visit: Opener, shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    v = visit(PAGES[name])
+def test_page_renders(name: str, desktop: dict[str, Visit], shots: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v = desktop[PAGES[name]]
     status = v.response.status if v.response is not None else None
     assert status == 200, f"{PAGES[name]}: HTTP status {status}"
     assert v.page.title().endswith(CONFIG["title"]), f"{PAGES[name]}: unexpected <title> {v.page.title()!r}"
@@ -197,8 +211,8 @@ def test_page_renders(name: str, visit: Opener, shots: Path, capsys: pytest.Capt
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_images_load(name: str, visit: Opener) -> None:
-    v = visit(PAGES[name])
+def test_images_load(name: str, desktop: dict[str, Visit]) -> None:
+    v = desktop[PAGES[name]]
     v.page.wait_for_function(
         "() => Array.from(document.querySelectorAll('article.bd-article img')).every(img => img.complete)"
     )
@@ -262,10 +276,10 @@ def test_colab_launch_link(visit: Opener) -> None:
     links.first.wait_for(state="visible")
 
 
-def test_intro_links_every_chapter(visit: Opener) -> None:
+def test_intro_links_every_chapter(desktop: dict[str, Visit]) -> None:
     chapters = sorted(f for f in toc_files(TOC) if re.fullmatch(r"notebooks/\d\d_\w+", f))
     assert chapters, "_toc.yml lists no chapter notebook"
-    v = visit(INTRO)
+    v = desktop[INTRO]
     hrefs = v.page.eval_on_selector_all("article.bd-article a[href]", "links => links.map(a => a.href)")
     linked = {urlparse(h).path.removesuffix(".html").lstrip("/") for h in hrefs}
     missing = [c for c in chapters if c not in linked]
@@ -460,21 +474,54 @@ WIDE_SCREENS = (1280, 1440)
 CODE_BLOCKS = "div.cell div.highlight pre, div.cell_output pre, div.output pre"
 
 
+def _code_blocks(page: Page, chapter: int) -> tuple[int, list[str]]:
+    """How many code blocks a chapter page shows, and the longest line of each one cut at its right edge."""
+    widest = page.eval_on_selector_all(
+        CODE_BLOCKS,
+        "blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1)"
+        ".map(b => b.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''))",
+    )
+    cut = [f"chapter {chapter:02d}: {line.strip()[:70]!r} ({len(line)} columns)" for line in widest]
+    return page.locator(CODE_BLOCKS).count(), cut
+
+
+#: The width the PDF edition's printer loads every page at (Playwright's default viewport).
+PRINTER_WIDTH = 1280
+
+
+@pytest.fixture(scope="module")
+def printed(site: Path, browser: Browser) -> tuple[Path, dict[int, tuple[int, list[str]]]]:
+    """The PDF edition, printed once (tests/pdf_edition.py), and each chapter's code blocks as its printer
+    loaded the page at 1280 px on screen, before printing it: the laptop-width test reads them there."""
+    from tests.pdf_edition import PDF_NAME, build_pdf
+
+    chapters = {path.removesuffix(".html"): number for number, path in _chapter_paths().items()}
+    seen: dict[int, tuple[int, list[str]]] = {}
+
+    def read(name: str, page: Page) -> None:
+        if name in chapters:
+            assert page.viewport_size == {"width": PRINTER_WIDTH, "height": 720}, page.viewport_size
+            seen[chapters[name]] = _code_blocks(page, chapters[name])
+
+    return build_pdf(site, site / PDF_NAME, browser, on_page=read), seen
+
+
 @pytest.mark.parametrize("width", WIDE_SCREENS)
-def test_no_code_or_output_is_cut_at_laptop_widths(width: int, visit: Opener) -> None:
-    """Every line the lint lets through (88 columns) shows whole: a block's content is no wider than the block."""
-    cut, blocks = [], 0
-    for chapter, path in _chapter_paths().items():
-        v = visit(path, width)
-        assert v.response is not None and v.response.status == 200, f"{path}: not served"
-        blocks += v.page.locator(CODE_BLOCKS).count()
-        widest = v.page.eval_on_selector_all(
-            CODE_BLOCKS,
-            "blocks => blocks.filter(b => b.scrollWidth > b.clientWidth + 1)"
-            ".map(b => b.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, ''))",
-        )
-        cut += [f"chapter {chapter:02d}: {line.strip()[:70]!r} ({len(line)} columns)" for line in widest]
-        v.close()
+def test_no_code_or_output_is_cut_at_laptop_widths(width: int, visit: Opener, request: pytest.FixtureRequest) -> None:
+    """Every line the lint lets through (88 columns) shows whole: a block's content is no wider than the block.
+    At 1280 px the chapters are read as the PDF edition's printer loaded them; at 1440 px each is opened."""
+    if width == PRINTER_WIDTH:
+        found = request.getfixturevalue("printed")[1]
+    else:
+        found = {}
+        for chapter, path in _chapter_paths().items():
+            v = visit(path, width)
+            assert v.response is not None and v.response.status == 200, f"{path}: not served"
+            found[chapter] = _code_blocks(v.page, chapter)
+            v.close()
+    assert sorted(found) == sorted(_chapter_paths()), f"chapters read: {sorted(found)}"
+    blocks = sum(count for count, _ in found.values())
+    cut = [line for _, lines in found.values() for line in lines]
     assert blocks > 500, f"only {blocks} code blocks found: has the theme's markup changed?"
     assert not cut, f"{len(cut)} of {blocks} code blocks cut at {width} px:\n  " + "\n  ".join(cut[:10])
 
@@ -497,13 +544,13 @@ def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, li
     assert not outside, f"pages requested non-local resources: {outside}"
 
 
-def test_math_renders_offline_and_only_where_there_is_math(visit: Opener) -> None:
+def test_math_renders_offline_and_only_where_there_is_math(desktop: dict[str, Visit]) -> None:
     """Chapter 01 typesets its formula with the site's own MathJax; a page without math loads no MathJax."""
-    v = visit(CHAPTER_01)
+    v = desktop[CHAPTER_01]
     v.page.wait_for_selector("mjx-container", state="attached", timeout=PAGE_TIMEOUT_MS)
     assert v.page.locator("mjx-container").count() >= 1
     assert not v.failed and not v.outside, f"math needed the network: {v.failed + v.outside}"
-    intro = visit(INTRO)
+    intro = desktop[INTRO]
     scripts = intro.page.eval_on_selector_all("script[src]", "s => s.map(e => e.getAttribute('src'))")
     assert not [src for src in scripts if "mathjax" in src.lower()], f"the intro loads MathJax without math: {scripts}"
 
@@ -525,8 +572,8 @@ def test_phone_menu_and_page_contents_open(visit: Opener, shots: Path, capsys: p
     v.screenshot(shots, "phone-page-contents", capsys)
 
 
-def test_desktop_shows_one_search_box(visit: Opener) -> None:
-    v = visit(CHAPTER_01)
+def test_desktop_shows_one_search_box(desktop: dict[str, Visit]) -> None:
+    v = desktop[CHAPTER_01]
     boxes = v.page.evaluate(
         "Array.from(document.querySelectorAll('form.bd-search, .search-button-field'))"
         ".filter(e => e.offsetParent !== null).length"
@@ -655,16 +702,18 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
-def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, browser: Browser) -> None:
+def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(
+    site: Path, printed: tuple[Path, dict[int, tuple[int, list[str]]]]
+) -> None:
     """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
     one outline entry per page of the table of contents, under the page's title, and no lab answer on the
     labs' pages. (The other pages are printed from the HTML that test_site_publishes_no_solution_and_no_hidden_test
     reads; reading the whole PDF's text would cost a minute.)"""
     from pypdf import PdfReader
 
-    from tests.pdf_edition import PDF_NAME, build_pdf, toc_pages
+    from tests.pdf_edition import PDF_NAME, toc_pages
 
-    reader = PdfReader(build_pdf(site, site / PDF_NAME, browser))
+    reader = PdfReader(printed[0])
     titles = [item.title for item in reader.outline]
     assert len(titles) == len(toc_pages()), f"{len(titles)} outline entries for {len(toc_pages())} pages: {titles}"
     for path in _chapter_paths().values():  # each chapter under its own "NN · Title"
