@@ -64,7 +64,8 @@ def build_pdf(site: Path, out: Path, browser: Browser | None = None,
 
     ``browser``: a Chromium already launched (the site tests'); by default one is started here.
     ``on_page``: called with each page's name and the loaded page (1280 px wide, on screen) before it is
-    printed: the site tests read the chapters there rather than load each one again (2 s of CPU a load).
+    printed (one that resizes the page puts it back): the site tests read the chapters there rather than load
+    each one again (2 s of CPU a load).
     """
     missing = [page for page in toc_pages() if not (site / f"{page}.html").exists()]
     if missing:

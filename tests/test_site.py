@@ -16,7 +16,7 @@ coverage map lists every chapter section, claim key and lab part. Each page's fi
 as a screenshot in pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the paths are
 printed (use ``-s`` to see them). A page is loaded as few times as the checks allow (a chapter costs the
 browser about 2 s of CPU a load): the read-only checks share one load, and the PDF edition's printer
-serves the check at 1280 px.
+serves the laptop-width checks.
 """
 
 from __future__ import annotations
@@ -485,41 +485,40 @@ def _code_blocks(page: Page, chapter: int) -> tuple[int, list[str]]:
     return page.locator(CODE_BLOCKS).count(), cut
 
 
-#: The width the PDF edition's printer loads every page at (Playwright's default viewport).
-PRINTER_WIDTH = 1280
+#: The viewport the PDF edition's printer loads every page in (Playwright's default).
+PRINTER_VIEWPORT = {"width": 1280, "height": 720}
+#: width -> chapter -> (code blocks, the cut ones' longest lines)
+CodeBlocksSeen = dict[int, dict[int, tuple[int, list[str]]]]
 
 
 @pytest.fixture(scope="module")
-def printed(site: Path, browser: Browser) -> tuple[Path, dict[int, tuple[int, list[str]]]]:
-    """The PDF edition, printed once (tests/pdf_edition.py), and each chapter's code blocks as its printer
-    loaded the page at 1280 px on screen, before printing it: the laptop-width test reads them there."""
+def printed(site: Path, browser: Browser) -> tuple[Path, CodeBlocksSeen]:
+    """The PDF edition, printed once (tests/pdf_edition.py), and each chapter's code blocks on screen at every
+    laptop width, read in the printer's page before it prints it: at 1280 px as loaded, at the other widths
+    after a resize (a relayout costs a fraction of a load), the printer's viewport put back before printing."""
     from tests.pdf_edition import PDF_NAME, build_pdf
 
     chapters = {path.removesuffix(".html"): number for number, path in _chapter_paths().items()}
-    seen: dict[int, tuple[int, list[str]]] = {}
+    seen: CodeBlocksSeen = {width: {} for width in WIDE_SCREENS}
 
     def read(name: str, page: Page) -> None:
-        if name in chapters:
-            assert page.viewport_size == {"width": PRINTER_WIDTH, "height": 720}, page.viewport_size
-            seen[chapters[name]] = _code_blocks(page, chapters[name])
+        if name not in chapters:
+            return
+        assert page.viewport_size == PRINTER_VIEWPORT, page.viewport_size
+        for width in WIDE_SCREENS:
+            page.set_viewport_size({**PRINTER_VIEWPORT, "width": width})
+            seen[width][chapters[name]] = _code_blocks(page, chapters[name])
+        page.set_viewport_size(PRINTER_VIEWPORT)
 
     return build_pdf(site, site / PDF_NAME, browser, on_page=read), seen
 
 
 @pytest.mark.parametrize("width", WIDE_SCREENS)
-def test_no_code_or_output_is_cut_at_laptop_widths(width: int, visit: Opener, request: pytest.FixtureRequest) -> None:
+def test_no_code_or_output_is_cut_at_laptop_widths(width: int, printed: tuple[Path, CodeBlocksSeen]) -> None:
     """Every line the lint lets through (88 columns) shows whole: a block's content is no wider than the block.
-    At 1280 px the chapters are read as the PDF edition's printer loaded them; at 1440 px each is opened."""
-    if width == PRINTER_WIDTH:
-        found = request.getfixturevalue("printed")[1]
-    else:
-        found = {}
-        for chapter, path in _chapter_paths().items():
-            v = visit(path, width)
-            assert v.response is not None and v.response.status == 200, f"{path}: not served"
-            found[chapter] = _code_blocks(v.page, chapter)
-            v.close()
-    assert sorted(found) == sorted(_chapter_paths()), f"chapters read: {sorted(found)}"
+    The chapters are read in the PDF edition's printer (see ``printed``)."""
+    found = printed[1][width]
+    assert sorted(found) == sorted(_chapter_paths()), f"chapters read at {width} px: {sorted(found)}"
     blocks = sum(count for count, _ in found.values())
     cut = [line for _, lines in found.values() for line in lines]
     assert blocks > 500, f"only {blocks} code blocks found: has the theme's markup changed?"
@@ -702,9 +701,7 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
-def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(
-    site: Path, printed: tuple[Path, dict[int, tuple[int, list[str]]]]
-) -> None:
+def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, printed: tuple[Path, CodeBlocksSeen]) -> None:
     """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
     one outline entry per page of the table of contents, under the page's title, and no lab answer on the
     labs' pages. (The other pages are printed from the HTML that test_site_publishes_no_solution_and_no_hidden_test
