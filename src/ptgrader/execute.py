@@ -30,7 +30,6 @@ Each clean-up step runs even when the one before it failed.
 
 from __future__ import annotations
 
-import gc
 import os
 import secrets
 from collections import defaultdict
@@ -69,14 +68,6 @@ def _count_checks(cell: NotebookNode) -> int:
 
 class IsolationUnavailable(RuntimeError):
     """This machine cannot jail kernels, and the configuration asks for it."""
-
-
-#: The grading process's collector thresholds (Python's default: 700, 10, 10), set by GuardedExecute.
-#: Why: the process keeps nbgrader, SQLAlchemy and torch (over 400,000 objects) and makes a notebook's worth
-#: of small objects per submission; at the default thresholds a class of 17 cost 8 full collections, each
-#: walking all of them (1.0 of the grader's 6.7 s of CPU). With these, 2 short ones (5.6 s, the same scores);
-#: garbage is still collected, in fewer collections.
-GRADER_GC_THRESHOLDS = (50_000, 20, 20)
 
 
 class GuardedExecute(KernelRun, OutputReceiver, Execute):
@@ -134,7 +125,6 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("kernel_manager_class", IsolatedKernelManager)
         super().__init__(*args, **kwargs)
-        gc.set_threshold(*GRADER_GC_THRESHOLDS)
         self.interrupt_on_timeout = False  # an interrupt cannot stop a loop that ignores SIGINT: stop the kernel
         self.shutdown_kernel = "immediate"
         # nbclient waits 4 s for a cell's last messages, then drops them silently: on a loaded machine that
