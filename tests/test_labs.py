@@ -17,6 +17,7 @@ Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -260,6 +261,27 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
         assert not report.get("survivors"), f"{case.student}: processes survived the kernel: {report['survivors']}"
     size = outcome.notebook_bytes.get(case.student, 0)
     assert size < MAX_GRADED_NOTEBOOK_BYTES, f"{case.student}: the graded notebook holds {size} bytes of output"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES[:1])
+def test_feedback_shows_a_failed_test_cell_in_pythons_traceback_format(lab: str, graded: dict) -> None:
+    """A wrong answer's feedback holds the kernel's traceback as Python prints it: each frame's file, line and
+    code, then the error; not IPython's default "Context" format, which lists the code around every frame and
+    costs seconds of kernel time per class (``ptgrader.kernels.PLAIN_TRACEBACKS``)."""
+    outcome = _outcome(graded, lab)
+    streams = [
+        re.sub(r"\x1b\[[0-9;]*m", "", output.get("text", ""))  # without the colours
+        for course in outcome.courses
+        for path in sorted((course / "autograded").glob(f"wrong-*/{lab}/*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        for output in cell.get("outputs", [])
+        if output.output_type == "stream"
+    ]
+    tracebacks = [text for text in streams if "Traceback (most recent call last)" in text]
+    assert tracebacks, f"no wrong answer's graded notebook of {lab} shows the traceback of a failed test cell"
+    context = [text for text in tracebacks if "---->" in text]
+    assert not context, f"{len(context)} of {len(tracebacks)} tracebacks in IPython's Context format:\n{context[0]}"
+    assert all(re.search(r"^\w+: ", text, re.MULTILINE) for text in tracebacks), "a traceback without its error line"
 
 
 #: The students whose pages the page test makes (a glob nbgrader expands): every hostile one, and the honest
