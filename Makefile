@@ -2,7 +2,6 @@
 # `make check NB=notebooks/NN_name.ipynb` applies to one chapter every rule `make test` would.
 # Both create .venv when needed and install what the project needs, system packages included.
 SHELL := /bin/bash
-PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-requirements
@@ -13,8 +12,9 @@ PYTEST_WORKERS ?= 2
 # The torch build: auto (CPU without an NVIDIA GPU, CUDA with one), cpu or cuda. tests/torch_build.py decides.
 TORCH ?= auto
 # The Pythons supported are pyproject.toml's requires-python; tests/python_for_venv.sh reads it and picks the
-# interpreter: $(VENV)'s own, else $(PYTHON), else (PYTHON not set) the newest supported python3.X on PATH.
-FIND_PYTHON = tests/python_for_venv.sh '$(VENV)' '$(PYTHON)' '$(origin PYTHON)'
+# interpreter: $(VENV)'s own, else $(PYTHON); with PYTHON not set, python3 (or the newest supported python3.X
+# when python3 is not supported), in the distribution's optimised build of that version when there is one.
+FIND_PYTHON = tests/python_for_venv.sh '$(VENV)' '$(or $(PYTHON),python3)' '$(if $(PYTHON),asked,default)'
 
 .PHONY: book pdf test check colab-base check-timings test-gpu refresh setup check-python torch system-deps browser clean
 

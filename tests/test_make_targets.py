@@ -20,8 +20,9 @@ from tests.manifest import ROOT, supported_pythons
 
 
 def _make(*args: str) -> subprocess.CompletedProcess[str]:
-    """A top-level make, also when the tests themselves run under `make test` (no inherited MAKEFLAGS/level)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    """A top-level make, also when the tests themselves run under `make test` (no inherited MAKEFLAGS/level), and
+    with no PYTHON of the caller's environment (a test that wants one passes it)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON")}
     command = ["make", "--no-print-directory", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
@@ -126,3 +127,38 @@ def test_check_python_falls_back_from_an_unsupported_python3(tmp_path: Path) -> 
     chosen = Path(result.stdout.strip())
     assert chosen.name in ("python3.13", "python3.12", "python3.11"), result.stdout
     assert result.stderr.startswith(f"note: python3 is Python 3.10; using {chosen.name} (Python 3."), result.stderr
+
+
+def _choose(tmp_path: Path, origin: str) -> subprocess.CompletedProcess[str]:
+    """The script's choice when python3 on PATH is a Python 3.12 and the distribution's folder has one too."""
+    on_path, distribution = tmp_path / "pyenv", tmp_path / "usr-bin"
+    for folder in (on_path, distribution):
+        _fake_python(folder, "3.12").rename(folder / "bin" / ("python3" if folder == on_path else "python3.12"))
+    script = [str(ROOT / "tests" / "python_for_venv.sh"), str(tmp_path / "none"), "python3", origin]
+    env = {**os.environ, "PATH": f"{on_path / 'bin'}:{os.environ['PATH']}", "DISTRIBUTION_BIN": str(distribution / "bin")}
+    return subprocess.run(script, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_check_python_takes_the_distributions_build_of_the_version_found(tmp_path: Path) -> None:
+    """PYTHON not set: python3 (say pyenv's) is 3.12 and the distribution has python3.12: the venv is made with the
+    distribution's optimised build, and a note says so and how to keep python3."""
+    result = _choose(tmp_path, "default")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "usr-bin" / "bin" / "python3.12")
+    assert result.stderr.startswith(
+        f"note: using {tmp_path / 'usr-bin' / 'bin' / 'python3.12'}, the distribution's optimised build of Python"
+        f" 3.12, not {tmp_path / 'pyenv' / 'bin' / 'python3'} (PYTHON=python3 keeps that one)"), result.stderr
+
+
+def test_check_python_keeps_the_python_asked_for(tmp_path: Path) -> None:
+    result = _choose(tmp_path, "command line")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "pyenv" / "bin" / "python3") and not result.stderr
+
+
+@pytest.mark.parametrize(("args", "passed"), [((), "'python3' 'default'"), (("PYTHON=python3.12",), "'python3.12' 'asked'")])
+def test_make_tells_the_script_whether_python_was_asked_for(args: tuple[str, ...], passed: str) -> None:
+    """Only a PYTHON given on the command line or in the environment is 'asked': python3 is make's default, which
+    the script may replace (a Makefile's own `PYTHON ?= python3` once made every run 'asked')."""
+    result = _make("-n", "-s", "check-python", "VENV=/nonexistent", *args)
+    assert f"python_for_venv.sh '/nonexistent' {passed})" in result.stdout, result.stdout
