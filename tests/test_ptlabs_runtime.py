@@ -159,13 +159,13 @@ SPINNER = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < en
 
 
 def test_compare_reports_a_loaded_machine() -> None:
-    """A real load: three spinning processes per core. The candidates' threads (one per core) stall at every
+    """A real load: two spinning processes per core. The candidates' threads (one per core) stall at every
     parallel region, and compare() says the machine was busy instead of giving a verdict."""
     cores = os.cpu_count() or 1
     if cores < 2:
         pytest.skip("one core: no OpenMP threads to stall")
     matrix = torch.full((384, 384), 0.5)
-    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(3 * cores)]
+    spinners = [subprocess.Popen([sys.executable, "-c", SPINNER]) for _ in range(2 * cores)]
     try:
         time.sleep(0.5)  # let the spinners start
         result = ptlabs.compare({"a": lambda: matrix @ matrix, "b": lambda: matrix @ matrix + 1}, label="load",
