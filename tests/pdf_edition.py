@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Route, sync_playwright
 from pypdf import PdfReader, PdfWriter
 
 from tests.manifest import ROOT, toc_files
@@ -47,6 +47,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def local_only(base: str, blocked: list[str], route: Route) -> None:
+    """Let a request for the local site through; abort any other and note its URL in ``blocked``."""
+    if route.request.url.startswith(base):
+        route.continue_()
+    else:
+        blocked.append(route.request.url)
+        route.abort()
+
+
 @contextmanager
 def _served(site: Path) -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
@@ -59,13 +68,14 @@ def _served(site: Path) -> Iterator[str]:
 
 
 def build_pdf(site: Path, out: Path, browser: Browser | None = None,
-              on_page: Callable[[str, Page], None] | None = None) -> Path:
+              on_page: Callable[[str, Page, list[str]], None] | None = None) -> Path:
     """Print every page of ``site`` in table-of-contents order into ``out``, one outline entry per page.
 
     ``browser``: a Chromium already launched (the site tests'); by default one is started here.
-    ``on_page``: called with each page's name and the loaded page (1280 px wide, on screen) before it is
-    printed (one that resizes the page puts it back): the site tests read the chapters there rather than load
-    each one again (2 s of CPU a load).
+    ``on_page``: called with each page's name, the loaded page (1280 px wide, on screen) and the URLs outside
+    the site it asked for so far (aborted; the list grows if it asks for more) before the page is printed (one
+    that resizes the page puts it back): the site tests read every page there rather than load each one again
+    (about a second of CPU a load, 2 s for a chapter).
     """
     missing = [page for page in toc_pages() if not (site / f"{page}.html").exists()]
     if missing:
@@ -80,11 +90,13 @@ def build_pdf(site: Path, out: Path, browser: Browser | None = None,
     writer = PdfWriter()
     with _served(site) as base:
         page = browser.new_page()
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
+        blocked: list[str] = []  # the current page's requests that tried to leave the site
+        page.route("**/*", functools.partial(local_only, base, blocked))
         for name in toc_pages():
+            blocked.clear()
             page.goto(f"{base}/{name}.html", wait_until="networkidle")
             if on_page is not None:
-                on_page(name, page)
+                on_page(name, page, blocked)
             page.evaluate(UNFOLD)
             title = page.locator("article h1").first.inner_text().strip().rstrip("#").strip()
             printed = PdfReader(io.BytesIO(page.pdf(format="A4", margin=MARGINS, print_background=True, scale=0.8)))

@@ -16,7 +16,7 @@ coverage map lists every chapter section, claim key and lab part. Each page's fi
 as a screenshot in pytest's temporary folder (``/tmp/pytest-of-$USER/pytest-current/``); the paths are
 printed (use ``-s`` to see them). A page is loaded as few times as the checks allow (a chapter costs the
 browser about 2 s of CPU a load): the read-only checks share one load, and the PDF edition's printer
-serves the laptop-width checks.
+serves the laptop-width and phone-width checks (a resize costs a fraction of a load).
 """
 
 from __future__ import annotations
@@ -32,16 +32,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlparse
 
 import nbformat
 import pytest
 import yaml
-from playwright.sync_api import Browser, Page, Request, Response, Route, sync_playwright
+from playwright.sync_api import Browser, Page, Request, Response, sync_playwright
 
 from tests.bootstrap import book_config
 from tests.hygiene import MIN_FIGURE_FONT_PT, read_claims, section_titles  # book/_ext/claims_table.py: what the generated pages read
 from tests.manifest import ROOT, load_manifest, toc_files
+from tests.pdf_edition import local_only
 
 CONFIG = book_config()
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
@@ -129,21 +131,13 @@ class Visit:
     def __init__(self, browser: Browser, base_url: str, path: str, width: int = 1280) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.outside: list[str] = []  # requests that tried to leave the local site (aborted)
-        self.context.route("**/*", functools.partial(self._local_only, base_url, self.outside))
+        self.context.route("**/*", functools.partial(local_only, base_url, self.outside))
         self.page: Page = self.context.new_page()
         self.page.set_default_timeout(PAGE_TIMEOUT_MS)
         self.failed: list[str] = []
         self.page.on("response", functools.partial(self._record_response, base_url))
         self.page.on("requestfailed", functools.partial(self._record_failure, base_url))
         self.response = self.page.goto(f"{base_url}/{path}", wait_until="load")
-
-    @staticmethod
-    def _local_only(base_url: str, outside: list[str], route: Route) -> None:
-        if route.request.url.startswith(base_url):
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
 
     def _record_response(self, base_url: str, response: Response) -> None:
         url = response.url
@@ -431,29 +425,9 @@ FIGURE_SIZES = ("[...document.querySelectorAll('article div.cell_output img')]"
                 " i.getBoundingClientRect().width])")
 
 
-@pytest.fixture(scope="module")
-def phone_pass(browser: Browser, base_url: str, shots: Path) -> dict[str, tuple[int, list[str], list]]:
-    """Every page of the table of contents, opened once at a phone's width and left until its network is
-    idle: its scroll width, the requests that tried to leave the site, and its figures' sizes. One pass
-    serves three tests (each page costs the browser about a second). A page wider than the phone is saved
-    as a screenshot."""
-    seen = {}
-    for file in toc_files(TOC):
-        v = Visit(browser, base_url, f"{file}.html", PHONE_WIDTH)
-        try:
-            v.page.wait_for_load_state("networkidle")
-            width = v.page.evaluate("document.documentElement.scrollWidth")
-            if width > PHONE_WIDTH:
-                v.page.screenshot(path=str(shots / f"phone-{file.replace('/', '-')}.png"), full_page=True)
-            seen[file] = (width, sorted(set(v.outside)), v.page.evaluate(FIGURE_SIZES))
-        finally:
-            v.close()
-    return seen
-
-
-def test_no_page_scrolls_sideways_on_a_phone(phone_pass: dict[str, tuple[int, list[str], list]], shots: Path) -> None:
+def test_no_page_scrolls_sideways_on_a_phone(printed: Printed, shots: Path) -> None:
     """At a phone's width, long code, headings and tables wrap or scroll in place (_static/book.css)."""
-    wide = [f"{file}: {width} px" for file, (width, _, _) in phone_pass.items() if width > PHONE_WIDTH]
+    wide = [f"{file}: {width} px" for file, (width, _, _) in printed.phone.items() if width > PHONE_WIDTH]
     assert not wide, (
         f"pages wider than a {PHONE_WIDTH} px phone screen (screenshots in {shots}):\n  " + "\n  ".join(wide)
     )
@@ -487,37 +461,59 @@ def _code_blocks(page: Page, chapter: int) -> tuple[int, list[str]]:
 
 #: The viewport the PDF edition's printer loads every page in (Playwright's default).
 PRINTER_VIEWPORT = {"width": 1280, "height": 720}
+PHONE_VIEWPORT = {"width": PHONE_WIDTH, "height": 900}
+#: Every image of the page has loaded (or failed): its natural size is known.
+IMAGES_LOADED = "[...document.images].every(i => i.complete)"
 #: width -> chapter -> (code blocks, the cut ones' longest lines)
 CodeBlocksSeen = dict[int, dict[int, tuple[int, list[str]]]]
+#: A page at a phone's width: its scroll width, the URLs outside the site it asked for, its figures' sizes.
+PhoneView = tuple[int, list[str], list]
+
+
+class Printed(NamedTuple):
+    """What the PDF edition's printer saw: the PDF, and every page read on screen before it was printed."""
+
+    pdf: Path
+    code_blocks: CodeBlocksSeen  # the chapters at every laptop width
+    phone: dict[str, PhoneView]  # every page of the table of contents at a phone's width
 
 
 @pytest.fixture(scope="module")
-def printed(site: Path, browser: Browser) -> tuple[Path, CodeBlocksSeen]:
-    """The PDF edition, printed once (tests/pdf_edition.py), and each chapter's code blocks on screen at every
-    laptop width, read in the printer's page before it prints it: at 1280 px as loaded, at the other widths
-    after a resize (a relayout costs a fraction of a load), the printer's viewport put back before printing."""
+def printed(site: Path, browser: Browser, shots: Path) -> Printed:
+    """The PDF edition, printed once (tests/pdf_edition.py), and every page read on screen in the printer's page
+    before it prints it (a resize and relayout cost a fraction of a load): each chapter's code blocks at every
+    laptop width, then every page at a phone's width, left until its network is idle and its images have
+    loaded (a page wider than the phone is saved as a screenshot); the printer's viewport is put back before
+    printing."""
     from tests.pdf_edition import PDF_NAME, build_pdf
 
     chapters = {path.removesuffix(".html"): number for number, path in _chapter_paths().items()}
     seen: CodeBlocksSeen = {width: {} for width in WIDE_SCREENS}
+    phone: dict[str, PhoneView] = {}
 
-    def read(name: str, page: Page) -> None:
-        if name not in chapters:
-            return
+    def read(name: str, page: Page, blocked: list[str]) -> None:
         assert page.viewport_size == PRINTER_VIEWPORT, page.viewport_size
-        for width in WIDE_SCREENS:
-            page.set_viewport_size({**PRINTER_VIEWPORT, "width": width})
-            seen[width][chapters[name]] = _code_blocks(page, chapters[name])
+        if name in chapters:
+            for width in WIDE_SCREENS:
+                page.set_viewport_size({**PRINTER_VIEWPORT, "width": width})
+                seen[width][chapters[name]] = _code_blocks(page, chapters[name])
+        page.set_viewport_size(PHONE_VIEWPORT)
+        page.wait_for_load_state("networkidle")
+        page.wait_for_function(IMAGES_LOADED)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > PHONE_WIDTH:
+            page.screenshot(path=str(shots / f"phone-{name.replace('/', '-')}.png"), full_page=True)
+        phone[name] = (width, sorted(set(blocked)), page.evaluate(FIGURE_SIZES))
         page.set_viewport_size(PRINTER_VIEWPORT)
 
-    return build_pdf(site, site / PDF_NAME, browser, on_page=read), seen
+    return Printed(build_pdf(site, site / PDF_NAME, browser, on_page=read), seen, phone)
 
 
 @pytest.mark.parametrize("width", WIDE_SCREENS)
-def test_no_code_or_output_is_cut_at_laptop_widths(width: int, printed: tuple[Path, CodeBlocksSeen]) -> None:
+def test_no_code_or_output_is_cut_at_laptop_widths(width: int, printed: Printed) -> None:
     """Every line the lint lets through (88 columns) shows whole: a block's content is no wider than the block.
     The chapters are read in the PDF edition's printer (see ``printed``)."""
-    found = printed[1][width]
+    found = printed.code_blocks[width]
     assert sorted(found) == sorted(_chapter_paths()), f"chapters read at {width} px: {sorted(found)}"
     blocks = sum(count for count, _ in found.values())
     cut = [line for _, lines in found.values() for line in lines]
@@ -525,11 +521,11 @@ def test_no_code_or_output_is_cut_at_laptop_widths(width: int, printed: tuple[Pa
     assert not cut, f"{len(cut)} of {blocks} code blocks cut at {width} px:\n  " + "\n  ".join(cut[:10])
 
 
-def test_figures_are_readable_on_a_phone(phone_pass: dict[str, tuple[int, list[str], list]]) -> None:
+def test_figures_are_readable_on_a_phone(printed: Printed) -> None:
     """Every figure's smallest text (10 pt or more, tests/hygiene.py; 100 dpi, ptlabs' style) shows at 9 CSS px or
     more at a phone's width: _static/book.css keeps figures at 480 px there, in a box that scrolls sideways."""
     smallest = MIN_FIGURE_FONT_PT * 100 / 72  # pixels in the PNG
-    figures = [(file, *size) for file, (_, _, sizes) in phone_pass.items() for size in sizes]
+    figures = [(file, *size) for file, (_, _, sizes) in printed.phone.items() for size in sizes]
     assert figures, "no figure found on any page: is the selector still right?"
     small = [f"{file}: {name} drawn {natural} px wide, shown {shown:.0f} px: its {MIN_FIGURE_FONT_PT} pt text is "
              f"{smallest * shown / natural:.1f} px" for file, name, natural, shown in figures
@@ -537,9 +533,9 @@ def test_figures_are_readable_on_a_phone(phone_pass: dict[str, tuple[int, list[s
     assert not small, f"figures unreadable at {PHONE_WIDTH} px:\n  " + "\n  ".join(small)
 
 
-def test_pages_load_nothing_from_the_network(phone_pass: dict[str, tuple[int, list[str], list]]) -> None:
+def test_pages_load_nothing_from_the_network(printed: Printed) -> None:
     """Offline, a page must lose nothing: no CDN script, font or style is requested (_static/mathjax is local)."""
-    outside = {file: requests[:3] for file, (_, requests, _) in phone_pass.items() if requests}
+    outside = {file: requests[:3] for file, (_, requests, _) in printed.phone.items() if requests}
     assert not outside, f"pages requested non-local resources: {outside}"
 
 
@@ -701,7 +697,7 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
-def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, printed: tuple[Path, CodeBlocksSeen]) -> None:
+def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, printed: Printed) -> None:
     """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
     one outline entry per page of the table of contents, under the page's title, and no lab answer on the
     labs' pages. (The other pages are printed from the HTML that test_site_publishes_no_solution_and_no_hidden_test
@@ -710,7 +706,7 @@ def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path,
 
     from tests.pdf_edition import PDF_NAME, toc_pages
 
-    reader = PdfReader(printed[0])
+    reader = PdfReader(printed.pdf)
     titles = [item.title for item in reader.outline]
     assert len(titles) == len(toc_pages()), f"{len(titles)} outline entries for {len(toc_pages())} pages: {titles}"
     for path in _chapter_paths().values():  # each chapter under its own "NN · Title"
