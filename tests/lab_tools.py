@@ -43,10 +43,6 @@ BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 
 #: Student ids of the two reference submissions; fixtures are graded in groups (``fixture_groups``).
 SOLUTION_STUDENT = "solution"
-#: The most students one grading command takes in the tests (grade_labs): a lab with more is split. Each
-#: command costs about 11 s of CPU before its first student (nbgrader's start, the warm server's imports, the
-#: reference run), so lab 01's class of 55, every hostile case included, is graded by one.
-MAX_SHARD = 60
 BLANK_STUDENT = "blank"
 #: The honest student graded in the same run as the runtime-only hostile cases, after them.
 HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
@@ -409,7 +405,8 @@ Scores = dict[str, dict[str, tuple[float, float]]]
 
 
 def autograde(course: Path, lab: str, threads: int | None = None) -> str:
-    """One ``nbgrader autograde LAB``: grades every student under submitted/ in one process.
+    """One ``nbgrader autograde LAB``: grades every student under submitted/ in one process (``lab`` "*": every
+    lab submitted there).
 
     ``threads``: torch's threads in each grading kernel (OMP_NUM_THREADS, which the jail passes on), as
     ``python -m ptgrader.autograde --jobs`` sets them: jobs side by side, each with all the cores, make
@@ -506,6 +503,22 @@ def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, 
     }
 
 
+def command_groups(class_sizes: Mapping[str, int], commands: int) -> list[list[str]]:
+    """The labs each grading command grades: at most ``commands`` groups of about as many students each.
+
+    Each lab, the largest class first, joins the group with the fewest students so far; the groups are
+    returned largest first, and each keeps its labs in name order.
+    """
+    groups: list[list[str]] = [[] for _ in range(max(1, commands))]
+    students = [0] * len(groups)
+    for lab in sorted(class_sizes, key=lambda lab: (-class_sizes[lab], lab)):
+        fewest = students.index(min(students))
+        groups[fewest].append(lab)
+        students[fewest] += class_sizes[lab]
+    ranked = sorted(range(len(groups)), key=lambda index: -students[index])
+    return [sorted(groups[index]) for index in ranked if groups[index]]
+
+
 def grade_labs(
     labs: Iterable[str],
     workdir: Path,
@@ -518,17 +531,17 @@ def grade_labs(
     """Regenerate and autograde the reference and hostile submissions of several labs in temporary courses.
 
     Why the shape: one ``nbgrader autograde`` call grades its students one after the other, and
-    each call pays a start of its own (nbgrader, a warm server importing torch, one run of the
-    lab's source for the reference outputs), several seconds. So each lab's students are split
-    into shards of at most MAX_SHARD, each shard a copy of the lab's course (gradebook included:
-    every lab is generated once, in one command, see generate_assignments) graded by one ordinary
-    command, with torch's threads set so that jobs times threads fits the cores, and ``jobs`` of those
-    commands run side by side, the largest lab first: 8 starts for the seven labs (lab 01's class,
-    with every hostile case, is one), where a shard per job and lab paid 29. ``runtime_lab`` also
-    gets a course of its own whose configuration turns the code policy off: there the runtime-only
-    hostile cases run, followed by an honest student who must keep full marks (the runtime
-    defences do not depend on the lab, so one lab proves them). A lab that fails maps
-    to its LabToolError; the other labs are still graded.
+    each call pays a start of its own (nbgrader and a warm server importing torch: about 7 s of CPU on
+    the 2-core machine, where four light labs graded by one command took 72 s of CPU and by four 100 s).
+    So the labs are graded by ``jobs`` ordinary commands (``command_groups``: labs of about as many
+    students together, in one copy of the course whose gradebook knows every lab, see
+    generate_assignments), each of several labs by ``nbgrader autograde "*"``, which still runs each
+    lab's source once for its reference outputs, with torch's threads set so that jobs times threads
+    fits the cores, the commands side by side. ``runtime_lab`` also gets a course of its own whose
+    configuration turns the code policy off: there the runtime-only hostile cases run, followed by an
+    honest student who must keep full marks (the runtime defences do not depend on the lab, so one lab
+    proves them); it is started first, as it waits out time limits. A lab that cannot be prepared maps
+    to its LabToolError; a command that fails maps every lab it graded to its error, which names them.
     """
     from tests import hostile  # the catalogue imports this module
     from ptgrader.autograde import kernel_threads  # imported late: it pulls in nbgrader
@@ -536,43 +549,37 @@ def grade_labs(
     jobs = jobs or default_jobs()
     names = list(labs)
     outcome: dict[str, GradedLab | LabToolError] = {}
-    releases: dict[str, Path] = {}
-    shards: dict[str, list[Path]] = {}  # each lab's courses: its class in shards, and lab01's runtime-only one
-    class_sizes: dict[str, int] = {}
-
-    generated = generate_assignments(copy_course(workdir / "generated", course_labs), names)
+    submissions: dict[str, Submissions] = {}  # each lab's class: reference, fixture and hostile submissions
+    courses: dict[str, list[Path]] = {lab: [] for lab in names}  # the courses each lab is graded in
+    runtime_course = workdir / "runtime-only"
+    generated_course = copy_course(workdir / "generated", course_labs)
+    generated = generate_assignments(generated_course, names)
 
     def prepare(lab: str) -> None:
         if isinstance(generated[lab], LabToolError):
             raise generated[lab]
-        main = workdir / lab / "main"
-        shutil.copytree(workdir / "generated", main)  # the gradebook knows every lab: each course grades one
-        releases[lab] = main / "release" / lab
         lab_fixtures = fixtures(lab, fixtures_root)
-        submissions = reference_submissions(main, lab, lab_fixtures)
-        submissions.update(hostile_submissions(main, lab, lab_fixtures, policy=True))
-        students = sorted(submissions)
-        count = -(-len(students) // MAX_SHARD)  # ceil: shards of at most MAX_SHARD students
-        class_shards = [main] + [workdir / lab / f"shard{index}" for index in range(1, count)]
-        for shard in class_shards[1:]:
-            shutil.copytree(main, shard)  # before main's class is submitted
-        class_sizes[lab] = len(students)
-        shards[lab] = []
+        submissions[lab] = reference_submissions(generated_course, lab, lab_fixtures)
+        submissions[lab].update(hostile_submissions(generated_course, lab, lab_fixtures, policy=True))
         if lab == runtime_lab:
-            shard = workdir / lab / "runtime-only"
-            shutil.copytree(main, shard)
-            with open(shard / CONFIG_NAME, "a", encoding="utf-8") as config:
+            course = runtime_course
+            shutil.copytree(generated_course, course)
+            with open(course / CONFIG_NAME, "a", encoding="utf-8") as config:
                 config.write(RUNTIME_ONLY_CONFIG)
-            runtime = hostile_submissions(main, lab, lab_fixtures, policy=False)
-            runtime[HONEST_AFTER_HOSTILE] = submissions[SOLUTION_STUDENT]
+            runtime = hostile_submissions(generated_course, lab, lab_fixtures, policy=False)
+            runtime[HONEST_AFTER_HOSTILE] = submissions[lab][SOLUTION_STUDENT]
             for student, notebooks in runtime.items():
-                submit(shard, lab, student, notebooks)
-            shards[lab].append(shard)  # first: it waits out time limits
-        for index, student in enumerate(students):
-            submit(class_shards[index % count], lab, student, submissions[student])
-        shards[lab] += class_shards
-        for shard in shards[lab]:  # links, FIFOs and odd names, which nbformat does not write
-            hostile.arrange_submissions(shard, lab)
+                submit(course, lab, student, notebooks)
+            hostile.arrange_submissions(course, lab)  # links, FIFOs and odd names, which nbformat does not write
+            courses[lab].append(course)
+
+    def submit_group(group: list[str], course: Path) -> None:
+        shutil.copytree(generated_course, course)
+        for lab in group:
+            for student, notebooks in submissions[lab].items():
+                submit(course, lab, student, notebooks)
+            hostile.arrange_submissions(course, lab)
+            courses[lab].append(course)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
@@ -582,26 +589,33 @@ def grade_labs(
                 outcome[lab] = exc
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
-        ready = [lab for lab in names if lab not in outcome]
-        largest_first = sorted(ready, key=lambda lab: -class_sizes[lab])
+        groups = command_groups({lab: len(submissions[lab]) for lab in names if lab not in outcome}, jobs)
+        group_courses = [workdir / f"class{index}" for index in range(len(groups))]
+        for future in [pool.submit(submit_group, group, course) for group, course in zip(groups, group_courses)]:
+            future.result()
+        commands = [([runtime_lab], runtime_course, runtime_lab)] if runtime_course in courses.get(runtime_lab or "", []) else []
+        commands += [(group, course, group[0] if len(group) == 1 else "*") for group, course in zip(groups, group_courses)]
         threads = kernel_threads(jobs)
-        tasks = [(lab, pool.submit(autograde, shard, lab, threads)) for lab in largest_first for shard in shards[lab]]
-        for lab, future in tasks:
+        tasks = [(group, pool.submit(autograde, course, assignment, threads)) for group, course, assignment in commands]
+        for group, future in tasks:
             try:
                 future.result()
             except LabToolError as exc:
-                outcome.setdefault(lab, exc)
+                for lab in group:
+                    outcome.setdefault(lab, LabToolError(f"{lab} was graded in one command with {', '.join(group)},"
+                                                         f" which failed:\n{exc}") if len(group) > 1 else exc)
     for lab in names:
         if lab in outcome:
             continue
         scores: Scores = {}
         reports: dict[str, dict[str, Any]] = {}
         sizes: dict[str, int] = {}
-        for shard in shards[lab]:
-            scores.update(read_scores(shard, lab))
-            reports.update(read_reports(shard, lab))
-            sizes.update(graded_notebook_bytes(shard, lab))
-        outcome[lab] = GradedLab(lab, releases[lab], scores, fixtures(lab, fixtures_root), reports, sizes, shards[lab])
+        for course in courses[lab]:
+            scores.update(read_scores(course, lab))
+            reports.update(read_reports(course, lab))
+            sizes.update(graded_notebook_bytes(course, lab))
+        release = generated_course / "release" / lab
+        outcome[lab] = GradedLab(lab, release, scores, fixtures(lab, fixtures_root), reports, sizes, courses[lab])
     return outcome
 
 

@@ -190,6 +190,15 @@ def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
         f"{lab}: a group leaves no part untouched, so no submission shows that the others keep their marks")
 
 
+def test_grading_commands_take_labs_of_about_as_many_students_each() -> None:
+    """Each command pays nbgrader's start and a warm server's imports once: labs share commands, balanced."""
+    sizes = {"a": 55, "b": 26, "c": 25, "d": 24, "e": 22, "f": 22, "g": 22}
+    assert lab_tools.command_groups(sizes, 4) == [["a"], ["b", "g"], ["c", "f"], ["d", "e"]]
+    assert lab_tools.command_groups(sizes, 1) == [sorted(sizes)]
+    assert lab_tools.command_groups({"a": 3, "b": 1}, 4) == [["a"], ["b"]]  # never an empty command
+    assert lab_tools.command_groups({}, 4) == []
+
+
 @pytest.mark.parametrize("lab", LAB_NAMES)
 def test_release_is_in_sync(lab: str, graded: dict) -> None:
     differences = lab_tools.release_differences(LABS / "release" / lab, _outcome(graded, lab).release)
