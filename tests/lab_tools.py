@@ -540,8 +540,10 @@ def grade_labs(
     fits the cores, the commands side by side. ``runtime_lab`` also gets a course of its own whose
     configuration turns the code policy off: there the runtime-only hostile cases run, followed by an
     honest student who must keep full marks (the runtime defences do not depend on the lab, so one lab
-    proves them); it is started first, as it waits out time limits. A lab that cannot be prepared maps
-    to its LabToolError; a command that fails maps every lab it graded to its error, which names them.
+    proves them); it is started last: its kernels mostly wait out time limits (30 students, about 40 s
+    of wall time), and the classes' commands, whose costs differ by lab, all start at once. A lab that
+    cannot be prepared maps to its LabToolError; a command that fails maps every lab it graded to its
+    error, which names them.
     """
     from tests import hostile  # the catalogue imports this module
     from ptgrader.autograde import kernel_threads  # imported late: it pulls in nbgrader
@@ -593,8 +595,9 @@ def grade_labs(
         group_courses = [workdir / f"class{index}" for index in range(len(groups))]
         for future in [pool.submit(submit_group, group, course) for group, course in zip(groups, group_courses)]:
             future.result()
-        commands = [([runtime_lab], runtime_course, runtime_lab)] if runtime_course in courses.get(runtime_lab or "", []) else []
-        commands += [(group, course, group[0] if len(group) == 1 else "*") for group, course in zip(groups, group_courses)]
+        commands = [(group, course, group[0] if len(group) == 1 else "*") for group, course in zip(groups, group_courses)]
+        if runtime_course in courses.get(runtime_lab or "", []):
+            commands.append(([runtime_lab], runtime_course, runtime_lab))
         threads = kernel_threads(jobs)
         tasks = [(group, pool.submit(autograde, course, assignment, threads)) for group, course, assignment in commands]
         for group, future in tasks:
