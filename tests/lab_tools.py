@@ -7,8 +7,8 @@ so the tests prove the commands in book/instructors.md, not a private shortcut a
 Tests never grade inside the real labs/ folder: they copy the course (config + source/) into a
 temporary folder, regenerate the release there, drop submissions into submitted/<student>/<lab>/
 and run ``nbgrader autograde <lab>``, which grades every submitted student. Scores are read back
-from the gradebook. To save time the students are split over a few copies of that course, graded
-side by side (see grade_labs).
+from the gradebook. To save time the labs are split over a few copies of that course, one command each
+(``nbgrader autograde "*"`` where a copy holds several labs), graded side by side (see grade_labs).
 
 `make refresh` (tests/refresh.py) executes the lab sources like every other notebook, then calls
 regenerate_releases() here.
@@ -47,7 +47,7 @@ BLANK_STUDENT = "blank"
 #: The honest student graded in the same run as the runtime-only hostile cases, after them.
 HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
 
-#: Appended to the course configuration of the shard that grades hostile cases with the code policy off:
+#: Appended to the configuration of the course that grades hostile cases with the code policy off:
 #: what the runtime defences alone achieve. A shorter cell timeout keeps the endless loop cheap.
 RUNTIME_ONLY_CONFIG = """
 c.GuardedExecute.enforce_code_policy = False

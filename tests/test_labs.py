@@ -334,7 +334,7 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])
 def test_honest_student_graded_after_hostile_ones_keeps_full_marks(lab: str, graded: dict) -> None:
     scores = _outcome(graded, lab).scores.get(lab_tools.HONEST_AFTER_HOSTILE)
-    assert scores, "the honest student of the runtime-only shard was not graded"
+    assert scores, "the honest student of the runtime-only course was not graded"
     lost = {cell: score for cell, score in scores.items() if score[0] != score[1]}
     assert not lost, f"an honest student graded after the hostile submissions lost points: {lost}"
     report = _outcome(graded, lab).reports[lab_tools.HONEST_AFTER_HOSTILE]
