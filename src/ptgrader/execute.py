@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -68,6 +69,21 @@ def _count_checks(cell: NotebookNode) -> int:
 
 class IsolationUnavailable(RuntimeError):
     """This machine cannot jail kernels, and the configuration asks for it."""
+
+
+#: name -> value pairs, hashable (the cache's keys and values)
+Pairs = tuple[tuple[str, str], ...]
+
+
+@lru_cache(maxsize=16)
+def _locked_names(trusted: Pairs, test_ids: frozenset[str]) -> tuple[Pairs, LabNames]:
+    """What a lab's locked cells bind: (setup name -> module, as pairs; the names they guard).
+
+    Cached because it depends only on the course's own locked cells, the same for every student of a
+    lab, and parsing them again took about 75 ms per student of the grader's CPU.
+    """
+    modules = setup_module_names([source for _, source in trusted])
+    return tuple(modules.items()), LabNames.of(dict(trusted), set(test_ids))
 
 
 class GuardedExecute(KernelRun, OutputReceiver, Execute):
@@ -249,12 +265,11 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
     def _policy_findings(self, nb: NotebookNode, trusted: dict[str, str], test_ids: set[str]) -> list[str]:
         """What the code policy finds in the cells a student could have written (and remember those cells)."""
         self.student_cells = set(self._student_cells(nb, trusted))
-        modules = setup_module_names(list(trusted.values()))
-        lab = LabNames.of(trusted, test_ids)
+        modules, lab = _locked_names(tuple(trusted.items()), frozenset(test_ids))
         return [
             str(finding)
             for index in sorted(self.student_cells)
-            for finding in scan_cell(nb.cells[index].source, index, modules, lab=lab)
+            for finding in scan_cell(nb.cells[index].source, index, dict(modules), lab=lab)
         ]
 
     def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
