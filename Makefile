@@ -92,15 +92,21 @@ ifeq ($(shell uname -s),Linux)
 	@$(call require_library,libseccomp.so.2,libseccomp2)
 endif
 
-# Debian's Chromium, driven by Playwright in the site test (Playwright's own browser download needs internet).
+# Debian's Chromium, driven by Playwright in the site test (Playwright's own browser download needs internet), and
+# fonts for what the site prints beyond Latin text (✅, ❌, the sources' Chinese titles: tests/pdf_edition.py's
+# FONT_PACKAGES), without which the PDF edition prints empty boxes.
 browser:
 	@$(call require,$(CHROMIUM),chromium)
+	@$(call require_font,2705,fonts-noto-color-emoji)
+	@$(call require_font,4e0e,fonts-wqy-microhei)
 
 # $(call require,COMMAND,DEBIAN-PACKAGE): install the package with apt when the command is missing.
 require = $(call install_missing,command -v $(1) >/dev/null 2>&1,'$(1)',$(2))
 # $(call require_library,SONAME,DEBIAN-PACKAGE): the same for a shared library the dynamic linker must find.
 require_library = $(call install_missing,/sbin/ldconfig -p | grep -q '$(1) ',the library $(1),$(2))
 
+# $(call require_font,HEX,DEBIAN-PACKAGE): the same for a font that draws the character U+HEX (fontconfig's list).
+require_font = $(call install_missing,fc-list ':charset=$(1)' family | grep -q .,a font for the character U+$(1),$(2))
 # $(call install_missing,CHECK,WHAT,DEBIAN-PACKAGE): run CHECK; when it fails, install the package (as root, with
 # apt-get) and run CHECK again, or stop with a message that says what to install.
 define install_missing

@@ -8,15 +8,20 @@ pages are joined into one file whose outline has one entry per page, under its t
 student releases, without answers. Nothing is fetched from the network, and no second Sphinx build
 is needed: the PDF is printed from the same site the tests check. The file is written beside the
 site (``pytorch-core-apis-tested.pdf`` at its root), where the website's introduction links it.
+A character of the site that no installed font draws stops it first, named with its page: Chromium
+would print an empty box (``FONT_PACKAGES``: the fonts the Makefile installs).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import html
 import http.server
 import io
 import os
+import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -32,6 +37,9 @@ from tests.manifest import ROOT, toc_files
 PDF_NAME = "pytorch-core-apis-tested.pdf"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 MARGINS = {"top": "14mm", "bottom": "14mm", "left": "12mm", "right": "12mm"}
+#: Debian's packages with a font for the characters the site prints beyond Latin text: its ✅ and ❌ (the
+#: checks' verdicts), and the Chinese titles of the source articles. The Makefile's ``browser`` target installs them.
+FONT_PACKAGES = {"\u2705": "fonts-noto-color-emoji", "\u4e0e": "fonts-wqy-microhei"}
 #: Paper has no click: the claims page's folded chapter tables are printed open.
 UNFOLD = "document.querySelectorAll('details.ptlabs-claims-table').forEach(d => d.open = true)"
 
@@ -40,6 +48,52 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
     """The site's pages in reading order: the root, then every ``file`` of _toc.yml."""
     data = yaml.safe_load(toc.read_text(encoding="utf-8"))
     return [data["root"], *toc_files(data.get("parts", []))]
+
+
+class MissingFonts(RuntimeError):
+    """Characters of the site that no font on this machine can draw: Chromium would print empty boxes."""
+
+
+def covered_code_points() -> set[int]:
+    """Every code point some installed font draws, as fontconfig (Chromium's font fallback on Linux) lists them."""
+    try:
+        listing = subprocess.run(["fc-list", "--format", "%{charset}\n"], capture_output=True, text=True,
+                                 check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as problem:
+        raise MissingFonts(f"fontconfig's fc-list could not list the fonts ({problem}): install fontconfig") from None
+    covered: set[int] = set()
+    for span in listing.split():
+        first, _, last = span.partition("-")
+        covered.update(range(int(first, 16), int(last or first, 16) + 1))
+    return covered
+
+
+def page_text(page_html: str) -> str:
+    """The text a page shows: its markup, scripts and styles taken out, entities decoded."""
+    shown = re.sub(r"<(script|style)\b.*?</\1\s*>", " ", page_html, flags=re.DOTALL | re.IGNORECASE)
+    return html.unescape(re.sub(r"<[^>]*>", " ", shown))
+
+
+def characters_without_a_font(site: Path, covered: set[int] | None = None) -> dict[str, str]:
+    """Each character of the printed pages that no installed font draws -> the first page that prints it."""
+    covered = covered_code_points() if covered is None else covered
+    missing: dict[str, str] = {}
+    for name in toc_pages():
+        for character in set(page_text((site / f"{name}.html").read_text(encoding="utf-8"))):
+            if ord(character) not in covered and not character.isspace() and character not in missing:
+                missing[character] = f"{name}.html"
+    return missing
+
+
+def require_fonts(site: Path) -> None:
+    """Refuse to print a site with characters this machine has no font for (they would print as empty boxes)."""
+    missing = characters_without_a_font(site)
+    if missing:
+        shown = ", ".join(f"{char!r} U+{ord(char):04X} ({page})" for char, page in sorted(missing.items())[:8])
+        raise MissingFonts(
+            f"no installed font draws {len(missing)} character(s) the site prints, which would print as empty "
+            f"boxes: {shown}. Install fonts that cover them (Debian: {' '.join(sorted(set(FONT_PACKAGES.values())))}; "
+            "`make pdf` installs these as root)")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -80,6 +134,7 @@ def build_pdf(site: Path, out: Path, browser: Browser | None = None,
     missing = [page for page in toc_pages() if not (site / f"{page}.html").exists()]
     if missing:
         raise FileNotFoundError(f"{site} lacks {missing[:3]}: build the website first (make book)")
+    require_fonts(site)
     if browser is None:
         with sync_playwright() as playwright:
             launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -119,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         out = build_pdf(args.site, args.out or args.site / PDF_NAME)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, MissingFonts) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {out} ({len(PdfReader(out).pages)} pages)")

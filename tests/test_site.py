@@ -697,6 +697,37 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
+def test_every_character_the_site_prints_has_a_font(site: Path) -> None:
+    """Without one, Chromium prints an empty box: the checks' ✅ and the sources' Chinese titles did, in the PDF
+    edition and on the screen of a machine with only Debian's default fonts (the Makefile installs them now)."""
+    from tests.pdf_edition import characters_without_a_font
+
+    missing = characters_without_a_font(site)
+    assert not missing, "no font for: " + ", ".join(f"{c!r} U+{ord(c):04X} ({page})" for c, page in missing.items())
+
+
+def test_a_character_without_a_font_stops_the_pdf_and_is_named_with_its_page(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``make pdf`` says on a machine that lacks a font (here: one that draws ASCII only); text in scripts
+    and styles is not printed, so it does not count."""
+    from tests import pdf_edition
+
+    pages = pdf_edition.toc_pages()
+    for name in pages:
+        (tmp_path / f"{name}.html").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{name}.html").write_text("<p>plain</p><script>'\u6df1'</script><style>p{}</style>")
+    (tmp_path / f"{pages[-1]}.html").write_text("<p>&#x2705; passed &amp; \u6df1</p>", encoding="utf-8")
+    ascii_only = set(range(128))
+    assert pdf_edition.characters_without_a_font(tmp_path, ascii_only) == {
+        "\u2705": f"{pages[-1]}.html", "\u6df1": f"{pages[-1]}.html"}
+    monkeypatch.setattr(pdf_edition, "covered_code_points", lambda: ascii_only)
+    out = tmp_path / "book.pdf"
+    assert pdf_edition.main(["--site", str(tmp_path), "--out", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert "U+2705" in error and "U+6DF1" in error and f"({pages[-1]}.html)" in error, error
+    assert "fonts-noto-color-emoji" in error and not out.exists()
+
+
 def test_pdf_edition_has_every_page_in_its_outline_and_no_lab_answer(site: Path, printed: Printed) -> None:
     """tests/pdf_edition.py (`make pdf`) prints the site into one PDF beside it, which the introduction links:
     one outline entry per page of the table of contents, under the page's title, and no lab answer on the

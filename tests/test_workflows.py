@@ -9,6 +9,7 @@ workflow must keep.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -126,3 +127,15 @@ def test_pages_builds_main_and_deploys_with_the_pages_actions() -> None:
     jobs = pages["jobs"].values()
     (deploy,) = [job for job in jobs if "github-pages" in str(job.get("environment"))]
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_the_workflows_install_the_fonts_the_makefile_requires() -> None:
+    """The runners' user is not root, so the Makefile cannot install them there (tests/pdf_edition.py: FONT_PACKAGES)."""
+    from tests.pdf_edition import FONT_PACKAGES
+
+    required = re.findall(r"\$\(call require_font,([0-9a-f]+),([\w.+-]+)\)", (ROOT / "Makefile").read_text())
+    assert sorted(required) == sorted((f"{ord(char):x}", package) for char, package in FONT_PACKAGES.items())
+    for name in ("ci.yml", "pages.yml"):
+        installs = " ".join(run for run in _runs(_load(name)) if "apt-get install" in run)
+        lacking = [package for _, package in required if package not in installs.split()]
+        assert not lacking, f"{name} does not install {lacking}"
