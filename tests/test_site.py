@@ -697,6 +697,20 @@ def test_static_explorers_switch_states_without_javascript(browser: Browser, bas
         context.close()
 
 
+def test_the_build_reads_no_virtual_environment_and_every_page_of_the_contents() -> None:
+    """`make colab-base` puts a venv in the checkout, whose packages' Markdown broke the warnings-as-errors build
+    (174 warnings); any venv, by whatever name, holds a site-packages folder."""
+    from sphinx.util.matching import Matcher
+
+    from tests.pdf_edition import toc_pages
+
+    excluded = Matcher(CONFIG["exclude_patterns"])
+    venvs = [".venv", ".venv-colab", "py312/lib/python3.12/site-packages", "env/lib64/python3.13/site-packages"]
+    assert all(excluded(folder) for folder in venvs), [folder for folder in venvs if not excluded(folder)]
+    read = [page for page in toc_pages() if not excluded(page) and not excluded(str(Path(page).parent))]
+    assert read == toc_pages()
+
+
 def test_every_character_the_site_prints_has_a_font(site: Path) -> None:
     """Without one, Chromium prints an empty box: the checks' ✅ and the sources' Chinese titles did, in the PDF
     edition and on the screen of a machine with only Debian's default fonts (the Makefile installs them now)."""
