@@ -18,6 +18,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from ptgrader.kernel_client import RepollingKernelManager
 from ptgrader.processes import kill_until_gone
 
 from tests.bootstrap import BOOTSTRAP_TAG, ROOT, bootstrap_source
@@ -80,7 +81,8 @@ def execute_notebook(nb: nbformat.NotebookNode, workdir: Path, kernel_name: str 
     """
     nb.metadata.pop("widgets", None)
     client = NotebookClient(
-        nb, timeout=600, kernel_name=kernel_name, record_timing=False, resources={"metadata": {"path": str(workdir)}}
+        nb, timeout=600, kernel_name=kernel_name, record_timing=False, resources={"metadata": {"path": str(workdir)}},
+        kernel_manager_class=RepollingKernelManager,  # a reply's lost wake-up costs half a second, not the timeout
     )
     started = time.perf_counter()
     token = uuid.uuid4().hex

@@ -15,6 +15,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from ptgrader.kernel_client import RepollingKernelManager
+
 from tests import colab_plugin
 from tests.kernels import AVX2, ONE_THREAD, PORTABLE, native_capability, validation_env
 from tests.manifest import ROOT
@@ -44,6 +46,12 @@ def _notebook(*sources: str) -> nbformat.NotebookNode:
     return nb
 
 
+def _run(nb: nbformat.NotebookNode, kernel: str, folder: Path) -> None:
+    """Run the notebook's cells in ``kernel``, in ``folder``."""
+    NotebookClient(nb, kernel_name=kernel, timeout=300, kernel_manager_class=RepollingKernelManager,
+                   resources={"metadata": {"path": str(folder)}}).execute()
+
+
 PROBE = ("import sys, torch\n"
          "print(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())\n"
          "print(sys.prefix)")
@@ -51,7 +59,7 @@ PROBE = ("import sys, torch\n"
 
 def test_the_kernel_runs_other_cpu_kernels_in_the_fresh_venv(colab_kernel: str, tmp_path: Path) -> None:
     nb = _notebook(PROBE)
-    NotebookClient(nb, kernel_name=colab_kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _run(nb, colab_kernel, tmp_path)
     capability, threads, prefix = nb.cells[0].outputs[0].text.split()
     assert capability != native_capability() and threads == "1", nb.cells[0].outputs[0].text
     assert Path(prefix) == Path(os.environ[colab_plugin.ROOT_VARIABLE]) / "venv"
@@ -60,7 +68,7 @@ def test_the_kernel_runs_other_cpu_kernels_in_the_fresh_venv(colab_kernel: str, 
 def test_an_output_that_depends_on_the_cpu_kernels_fails_the_validation(colab_kernel: str, tmp_path: Path) -> None:
     """Committed natively (as `make refresh` does), compared in the validation kernel: nbval must fail."""
     nb = _notebook("import torch\nprint(torch.backends.cpu.get_cpu_capability(), torch.get_num_threads())")
-    NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _run(nb, "python3", tmp_path)
     path = tmp_path / "fragile.ipynb"
     nbformat.write(nb, path)
     command = [sys.executable, "-m", "pytest", "-q", "-c", str(ROOT / "pyproject.toml"), "-p", "no:xdist",
@@ -75,7 +83,7 @@ def test_an_output_that_depends_on_the_cpu_kernels_fails_the_validation(colab_ke
 def test_a_process_left_by_a_notebook_kernel_is_found_and_killed(colab_kernel: str, tmp_path: Path) -> None:
     nb = _notebook("import subprocess, sys\n"
                    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)")
-    NotebookClient(nb, kernel_name=colab_kernel, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _run(nb, colab_kernel, tmp_path)
     mark = f"{RUN_MARK}={colab_plugin._mark}"
     left = reap_leftovers(mark, grace_s=1.0)
     assert any("time.sleep(120)" in command for command in left.values()), left

@@ -37,9 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jupyter_client.manager import AsyncKernelManager
-
 from . import cgroups, jail
+from .kernel_client import RepollingKernelManager
 
 JAIL_SCRIPT = Path(jail.__file__)
 TEMP_PREFIX = "ptgrader-"
@@ -303,7 +302,7 @@ class KernelStartError(RuntimeError):
     """The jailed kernel did not start (its keeper's log says why)."""
 
 
-class IsolatedKernelManager(AsyncKernelManager):
+class IsolatedKernelManager(RepollingKernelManager):
     """jupyter_client's kernel manager for a jailed ipykernel: started through jail.py or the warm server.
 
     Set ``folder`` (a kernel folder of :class:`GraderTemp`), ``spec`` and optionally ``warm``
