@@ -90,6 +90,45 @@ def test_a_list_changed_in_place_and_a_module_changed_are_seen(monkeypatch: pyte
                            monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
 
 
+def test_a_statistic_kept_on_a_module_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain attribute set by a call is state kept between calls, as a changed buffer is."""
+
+    class Router(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = torch.nn.Linear(2, 1)
+            self.threshold = 0.5  # set by the constructor: a call must leave it alone
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gate(x)
+
+    def keeps_a_statistic(m: Router) -> torch.Tensor:
+        out = m(torch.ones(3, 2))
+        m.gate.routed = (out > 0).float().mean().detach()
+        return out
+
+    def changes_a_setting(m: Router) -> torch.Tensor:
+        m.threshold = 0.25
+        return m(torch.ones(3, 2))
+
+    for function in (keeps_a_statistic, changes_a_setting):
+        assert contract_of(function, Router(), monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+    assert contract_of(lambda m: m(torch.ones(3, 2)), Router(), monkeypatch=monkeypatch)["inputs changed"] == []
+
+
+def test_an_inference_tensor_is_not_an_ordinary_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    def evaluate(t: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return t * 2
+
+    def evaluate_no_grad(t: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return t * 2
+
+    assert contract_of(evaluate, torch.ones(2), monkeypatch=monkeypatch)["returns"] == "Tensor(float32, cpu, inference)"
+    assert contract_of(evaluate_no_grad, torch.ones(2), monkeypatch=monkeypatch)["returns"] == "Tensor(float32, cpu)"
+
+
 def test_state_restored_only_on_exception_is_seen_after_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
 

@@ -11,10 +11,12 @@ reference is the specification, so no part needs to restate its contract in code
 What :func:`call` observes (the keys of the output it sends):
 
 - ``returns``: the exact types of the result, all the way down (a tuple is not a list, an int
-  neither a float nor a bool, a tensor's dtype and device type included);
+  neither a float nor a bool, a tensor's dtype and device type included, and whether it is an
+  inference tensor, which later code cannot save for backward or change in place);
 - ``inputs changed``: which arguments differ after the first call, in values (``nan`` equal to
   ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
-  module, its state (non-persistent buffers too), ``training`` flags, hooks and ``requires_grad``;
+  module, its state (non-persistent buffers too), ``training`` flags, hooks, ``requires_grad`` and
+  its plain attributes (a statistic stored on ``self`` is state kept between calls);
   for a list or dict, its items;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
@@ -39,9 +41,15 @@ __all__ = ["call", "type_tree"]
 
 
 def type_tree(value: object) -> object:
-    """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``."""
+    """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``.
+
+    An inference tensor (made under ``torch.inference_mode()``) is marked ``inference``: it has the
+    dtype and values of an ordinary tensor, but autograd refuses to save it and it cannot be changed
+    in place outside inference mode, so a caller can tell the two apart.
+    """
     if isinstance(value, torch.Tensor):
-        return f"{type(value).__name__}({str(value.dtype).removeprefix('torch.')}, {value.device.type})"
+        inference = ", inference" if value.is_inference() else ""
+        return f"{type(value).__name__}({str(value.dtype).removeprefix('torch.')}, {value.device.type}{inference})"
     if isinstance(value, (list, tuple)):
         return {type(value).__name__: [type_tree(item) for item in value]}
     if isinstance(value, dict):
@@ -70,10 +78,31 @@ def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
 
 
 def _module_state(module: torch.nn.Module) -> tuple[object, ...]:
-    """A module's parameters and buffers (persistent or not), training flags, hooks and gradients."""
+    """A module's parameters and buffers (persistent or not), training flags, hooks, gradients and plain attributes."""
     tensors = [(name, _tensor_state(t)) for name, t in (*module.named_parameters(), *module.named_buffers())]
     flags = [(name, sub.training) for name, sub in module.named_modules()]
-    return (tensors, flags, _hook_count(module))
+    attributes = [(name, _plain_attributes(sub)) for name, sub in module.named_modules(remove_duplicate=False)]
+    return (tensors, flags, _hook_count(module), attributes)
+
+
+def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
+    """The attributes a forward pass could set on ``self`` besides parameters, buffers and children.
+
+    ``nn.Module`` keeps its own bookkeeping under names that start with ``_`` and in ``training``;
+    everything else in ``vars(module)`` was put there by the module's code. A tensor is recorded by
+    its state, a number or string by value, anything else by identity (a list replaced is seen; a
+    list appended to is seen by its length).
+    """
+    def record(value: object) -> object:
+        if isinstance(value, torch.Tensor):
+            return _tensor_state(value)
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return (type(value).__name__, value)
+        size = len(value) if isinstance(value, (list, dict, set, tuple)) else None
+        return (type(value).__name__, id(value), size)
+
+    return [(key, record(value)) for key, value in sorted(vars(module).items())
+            if not key.startswith("_") and key != "training"]
 
 
 def _hook_count(module: torch.nn.Module) -> int:

@@ -47,6 +47,7 @@ STRUCTURES = (
     "non-persistent buffer",  # a buffer left out of the state_dict
     "0-d parameter",  # a parameter (or a sample, a gradient) of shape ()
     "gradual unfreezing",  # parameters frozen, then unfrozen between calls
+    "mixed modes",  # a model whose children are not all in the root's train/eval mode
 )
 #: The dtypes a part may name.
 DTYPES = {
