@@ -83,11 +83,31 @@ def test_a_list_changed_in_place_and_a_module_changed_are_seen(monkeypatch: pyte
                        monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
     model[1].register_buffer("scratch", torch.zeros(1), persistent=False)
-    for change in (lambda m: m.eval(), lambda m: m[1].scratch.add_(1), lambda m: m[0].weight.requires_grad_(False),
-                   lambda m: m.register_forward_hook(lambda *a: None)):
+    for change, part in ((lambda m: m.eval(), "training flags"), (lambda m: m[1].scratch.add_(1), "buffers"),
+                         (lambda m: m[0].weight.requires_grad_(False), "parameters"),
+                         (lambda m: m.register_forward_hook(lambda *a: None), "hooks")):
         model.train()
         assert contract_of(lambda m, c=change: (c(m), None)[1], model,
-                           monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+                           monkeypatch=monkeypatch)["inputs changed"] == [f"argument 0 ({part})"]
+
+
+def test_a_flag_flipped_beside_an_allowed_buffer_update_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training BatchNorm updates its buffers in any forward; a flag flipped on the way must still show."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2), torch.nn.BatchNorm1d(2))
+
+    def forward(m: torch.nn.Sequential) -> torch.Tensor:
+        return m(torch.randn(4, 2, generator=torch.Generator().manual_seed(0)))
+
+    def forward_then_reset_modes(m: torch.nn.Sequential) -> torch.Tensor:
+        out = forward(m)
+        m.train(True)  # the caller's eval-mode BatchNorm comes back in training mode
+        return out
+
+    model.train()
+    model[2].eval()
+    assert contract_of(forward, model, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (buffers)"]
+    assert contract_of(forward_then_reset_modes, model, monkeypatch=monkeypatch)["inputs changed"] == [
+        "argument 0 (buffers)", "argument 0 (training flags)"]
 
 
 def test_a_statistic_kept_on_a_module_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +132,7 @@ def test_a_statistic_kept_on_a_module_is_seen(monkeypatch: pytest.MonkeyPatch) -
         return m(torch.ones(3, 2))
 
     for function in (keeps_a_statistic, changes_a_setting):
-        assert contract_of(function, Router(), monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+        assert contract_of(function, Router(), monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (attributes)"]
     assert contract_of(lambda m: m(torch.ones(3, 2)), Router(), monkeypatch=monkeypatch)["inputs changed"] == []
 
 

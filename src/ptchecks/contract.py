@@ -15,8 +15,9 @@ What :func:`call` observes (the keys of the output it sends):
   inference tensor, which later code cannot save for backward or change in place);
 - ``inputs changed``: which arguments differ after the first call, in values (``nan`` equal to
   ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
-  module, its state (non-persistent buffers too), ``training`` flags, hooks, ``requires_grad`` and
-  its plain attributes (a statistic stored on ``self`` is state kept between calls);
+  module, which of its parts: ``parameters``, ``buffers`` (non-persistent ones too), ``training
+  flags``, ``hooks`` and plain ``attributes`` (a statistic stored on ``self`` is state kept
+  between calls), as ``argument 0 (training flags)``;
   for a list or dict, its items;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
@@ -77,12 +78,20 @@ def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
             tensor._version, tensor.requires_grad, grad)
 
 
-def _module_state(module: torch.nn.Module) -> tuple[object, ...]:
-    """A module's parameters and buffers (persistent or not), training flags, hooks, gradients and plain attributes."""
-    tensors = [(name, _tensor_state(t)) for name, t in (*module.named_parameters(), *module.named_buffers())]
-    flags = [(name, sub.training) for name, sub in module.named_modules()]
-    attributes = [(name, _plain_attributes(sub)) for name, sub in module.named_modules(remove_duplicate=False)]
-    return (tensors, flags, _hook_count(module), attributes)
+def _module_state(module: torch.nn.Module) -> dict[str, object]:
+    """A module's state, part by part, so that the contract says which part a call changed.
+
+    Why by part: a function may be allowed to change one part (a BatchNorm in training mode updates
+    its buffers in any forward pass) and not another (the caller's ``training`` flags); one verdict
+    for the whole module would let the second hide behind the first.
+    """
+    return {
+        "parameters": [(name, _tensor_state(t)) for name, t in module.named_parameters()],
+        "buffers": [(name, _tensor_state(t)) for name, t in module.named_buffers()],
+        "training flags": [(name, sub.training) for name, sub in module.named_modules()],
+        "hooks": _hook_count(module),
+        "attributes": [(name, _plain_attributes(sub)) for name, sub in module.named_modules(remove_duplicate=False)],
+    }
 
 
 def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
@@ -116,8 +125,6 @@ def _state(value: object) -> object:
     """A comparable record of one argument (or item): None for what a call cannot change."""
     if isinstance(value, torch.Tensor):
         return _tensor_state(value)
-    if isinstance(value, torch.nn.Module):
-        return _module_state(value)
     if isinstance(value, (list, dict)):
         return (type(value), len(value), [id(item) for item in (value.values() if isinstance(value, dict) else value)])
     return None
@@ -138,8 +145,16 @@ def _same(a: object, b: object) -> bool:
 
 
 def _records(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, object]:
+    """Path -> record of every argument and item; a module as one record per part (``argument 0 (hooks)``)."""
     arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
-    return {path: _state(leaf) for name, value in arguments.items() for path, leaf in _leaves(value, name)}
+    records: dict[str, object] = {}
+    for name, value in arguments.items():
+        for path, leaf in _leaves(value, name):
+            if isinstance(leaf, torch.nn.Module):
+                records |= {f"{path} ({part})": state for part, state in _module_state(leaf).items()}
+            else:
+                records[path] = _state(leaf)
+    return records
 
 
 def _modes() -> dict[str, object]:
