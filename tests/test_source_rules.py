@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptgrader.source_rules import loop_rules, python_loops
+from ptgrader.source_rules import call_rules, forbidden_calls, loop_rules, python_loops
 
 VECTORISED = (
     "def segment_sum(values, ids, n):\n    out = values.new_zeros((n, values.shape[1]))\n"
@@ -97,3 +97,44 @@ def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
     assert python_loops({1: "def segment_sum(:\n"}, "segment_sum") == [  # nothing to read: the rule cannot hold
         "no definition of segment_sum that the grader can read"
     ]
+
+
+PENALTY = (
+    "def r1_penalty(critic, real, gamma):\n    real = real.detach().requires_grad_()\n"
+    "    (g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)\n"
+    "    return gamma / 2 * g.pow(2).flatten(1).sum(1).mean()"
+)
+
+
+def test_a_forbidden_call_is_read_from_the_test_cells_own_lines() -> None:
+    assert call_rules("x = 1\n# ptgrader: no call of backward in r1_penalty\n") == [("backward", "r1_penalty")]
+    assert call_rules("# ptgrader: no call of backward\n# no call of backward in f\n") == []
+
+
+@pytest.mark.parametrize(
+    ("cells", "found"),
+    [
+        # The same gradient through .backward(), with .grad cleared afterwards: no kernel check can tell.
+        ({3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             "critic(real).sum().backward(create_graph=True)\n    g, real.grad = real.grad, None")},
+         "backward in r1_penalty (notebook cell 4, line 3)"),
+        ({3: "from torch.autograd import backward as bw\n" + PENALTY.replace(
+            "(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+            "bw(critic(real).sum(), inputs=[real], create_graph=True)\n    g = real.grad")},
+         "backward in bw (notebook cell 4, line 1)"),
+        ({3: PENALTY.replace("torch.autograd.grad(", "getattr(torch.autograd, 'backward')(")}, "backward in"),
+        # In a helper of another cell that the function uses.
+        ({2: "def grads(out, x):\n    torch.autograd.backward(out, inputs=[x])\n    return x.grad",
+          3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             "g = grads(critic(real).sum(), real)")},
+         "backward in grads (notebook cell 3, line 2)"),
+        ({3: "def penalty(c, r, g):\n    return 0"}, "no definition of r1_penalty"),
+    ],
+)
+def test_a_forbidden_call_anywhere_the_function_reaches_breaks_the_rule(cells: dict[int, str], found: str) -> None:
+    assert any(found in where for where in forbidden_calls(cells, "r1_penalty", "backward"))
+
+
+def test_the_allowed_mechanism_and_code_the_function_does_not_use_pass() -> None:
+    cells = {2: "def train(loss):\n    loss.backward()", 3: PENALTY}
+    assert forbidden_calls(cells, "r1_penalty", "backward") == []

@@ -55,7 +55,7 @@ from .policy import LabNames, scan_cell, setup_module_names
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
-from .source_rules import loop_rules, python_loops
+from .source_rules import call_rules, forbidden_calls, loop_rules, python_loops
 from .warm import WarmKernels
 
 __all__ = ["REPORT_NAME", "GuardedExecute", "IsolationUnavailable", "setup_index"]
@@ -274,15 +274,19 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
 
     def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
                             failures: dict[int, list[Failure]]) -> None:
-        """A part whose test cell asks for no Python loop fails when the student's code has one (read, not run)."""
+        """A part whose test cell asks for no Python loop, or forbids a call, fails when the student's code
+        has one (read, not run)."""
         cells = {index: nb.cells[index].source for index in self.student_cells}
         for index, cell in graded_test_cells(nb):
-            for function in loop_rules(trusted.get(grade_id(cell), "")):
-                loops = python_loops(cells, function)
-                if loops:
-                    report.rules_broken.append(f"{grade_id(cell)}: {loops[0]}")
-                    failures[index].append(Failure(
-                        score.RULE_BROKEN, f"{function} must have no Python loop, and has " + "; ".join(loops[:3])))
+            trusted_source = trusted.get(grade_id(cell), "")
+            broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function))
+                      for function in loop_rules(trusted_source)]
+            broken += [(f"{function} must not call {callee}, and names it: ", forbidden_calls(cells, function, callee))
+                       for callee, function in call_rules(trusted_source)]
+            for message, found in broken:
+                if found:
+                    report.rules_broken.append(f"{grade_id(cell)}: {found[0]}")
+                    failures[index].append(Failure(score.RULE_BROKEN, message + "; ".join(found[:3])))
 
     def _trusted_sources(self, info: dict[str, str]) -> tuple[dict[str, str], set[str]]:
         """(grade_id -> source of every locked cell of the source notebook, the grade_ids of its graded cells)."""

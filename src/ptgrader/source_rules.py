@@ -16,6 +16,13 @@ class, under an ``if``). Any Python iteration there breaks the rule:
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
+
+A part may also forbid one call (``# ptgrader: no call of backward in r1_penalty``, :data:`CALL_RULE`)
+where a forbidden mechanism gives the same numbers: ``loss.backward(create_graph=True)`` computes the
+gradient ``torch.autograd.grad`` would, and clearing ``.grad`` afterwards hides it from every check a
+kernel can run. Any use of the name in what the function reaches breaks the rule: an attribute
+(``t.backward``, ``torch.autograd.backward``), a plain name, an import of it under any alias, or a
+string equal to it (``getattr(t, "backward")``).
 """
 
 from __future__ import annotations
@@ -43,9 +50,18 @@ _MAGICS = frozenset({"run_cell_magic", "run_line_magic"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
+#: The line of a test cell that forbids one call in a function of the student's.
+CALL_RULE = re.compile(r"^\s*# ptgrader: no call of (\w+) in (\w+)\s*$", re.MULTILINE)
+
+
 def loop_rules(test_source: str) -> list[str]:
     """The functions a test cell's trusted source asks to have no Python loop."""
     return RULE.findall(test_source)
+
+
+def call_rules(test_source: str) -> list[tuple[str, str]]:
+    """(forbidden name, function) of each call a test cell's trusted source forbids."""
+    return CALL_RULE.findall(test_source)
 
 
 def _parse(source: str, depth: int = 0) -> list[ast.Module]:
@@ -151,14 +167,12 @@ def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
     return False
 
 
-def python_loops(cells: dict[int, str], function: str) -> list[str]:
-    """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
-
-    ``cells``: cell index -> source of every cell the student could have written.
-    """
+def _reached(cells: dict[int, str], function: str) -> tuple[list[tuple[str, int, ast.AST]], dict[str, set[str]]] | None:
+    """(name, cell index, node) of ``function`` and of everything of the student's it uses, and who uses
+    whom; None when no definition of ``function`` can be read."""
     definitions = _definitions(cells)
     if function not in definitions:
-        return [f"no definition of {function} that the grader can read"]
+        return None
     known = set(definitions)
     callables = {name for name, nodes in definitions.items() if any(isinstance(n, _DEFINITIONS) for _, n in nodes)}
     uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes))
@@ -169,10 +183,44 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
         if name in reached:
             continue
         reached.add(name)
-        for index, node in definitions[name]:
-            where = f"in {name} (notebook cell {index + 1}"
-            found += [f"{what} {where}, line {line})" for what, line in _iteration(node)]
+        found += [(name, index, node) for index, node in definitions[name]]
+        todo += sorted(uses[name] - reached)
+    return found, uses
+
+
+def python_loops(cells: dict[int, str], function: str) -> list[str]:
+    """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
+
+    ``cells``: cell index -> source of every cell the student could have written.
+    """
+    reached = _reached(cells, function)
+    if reached is None:
+        return [f"no definition of {function} that the grader can read"]
+    nodes, uses = reached
+    found = []
+    for name, index, node in nodes:
+        found += [f"{what} in {name} (notebook cell {index + 1}, line {line})" for what, line in _iteration(node)]
+    for name in dict.fromkeys(name for name, _, _ in nodes):
         if _reaches_itself(name, uses):
             found.append(f"recursion: {name} calls itself, directly or through other functions")
-        todo += sorted(uses[name] - reached)
     return found
+
+
+def _mentions(node: ast.AST, callee: str) -> Iterator[int]:
+    """The lines where ``node`` names ``callee``: an attribute, a name, an imported name or a string."""
+    for inner in ast.walk(node):
+        named = ((isinstance(inner, ast.Attribute) and inner.attr == callee)
+                 or (isinstance(inner, ast.Name) and inner.id == callee)
+                 or (isinstance(inner, ast.alias) and inner.name.split(".")[-1] == callee)
+                 or (isinstance(inner, ast.Constant) and inner.value == callee))
+        if named:
+            yield getattr(inner, "lineno", getattr(node, "lineno", 0))
+
+
+def forbidden_calls(cells: dict[int, str], function: str, callee: str) -> list[str]:
+    """Where the student's ``function``, or anything of theirs it uses, names ``callee`` ([] when nowhere)."""
+    reached = _reached(cells, function)
+    if reached is None:
+        return [f"no definition of {function} that the grader can read"]
+    return [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
+            for name, index, node in reached[0] for line in sorted(set(_mentions(node, callee)))]
