@@ -149,6 +149,14 @@ def test_an_inference_tensor_is_not_an_ordinary_tensor(monkeypatch: pytest.Monke
     assert contract_of(evaluate_no_grad, torch.ones(2), monkeypatch=monkeypatch)["returns"] == "Tensor(float32, cpu)"
 
 
+def test_a_result_that_keeps_its_graph_is_not_a_detached_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    weight = torch.ones(2, requires_grad=True)
+    assert contract_of(lambda t: t * weight, torch.ones(2), monkeypatch=monkeypatch)["returns"] == \
+        "Tensor(float32, cpu, requires_grad)"
+    assert contract_of(lambda t: (t * weight).detach(), torch.ones(2), monkeypatch=monkeypatch)["returns"] == \
+        "Tensor(float32, cpu)"
+
+
 def test_state_restored_only_on_exception_is_seen_after_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
 

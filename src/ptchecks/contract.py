@@ -11,8 +11,8 @@ reference is the specification, so no part needs to restate its contract in code
 What :func:`call` observes (the keys of the output it sends):
 
 - ``returns``: the exact types of the result, all the way down (a tuple is not a list, an int
-  neither a float nor a bool, a tensor's dtype and device type included, and whether it is an
-  inference tensor, which later code cannot save for backward or change in place);
+  neither a float nor a bool, a tensor's dtype and device type included, and whether it requires
+  grad or is an inference tensor, which later code cannot save for backward or change in place);
 - ``inputs changed``: which arguments differ after the first call, in values (``nan`` equal to
   ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
   module, which of its parts: ``parameters``, ``buffers`` (non-persistent ones too), ``training
@@ -44,13 +44,18 @@ __all__ = ["call", "type_tree"]
 def type_tree(value: object) -> object:
     """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``.
 
-    An inference tensor (made under ``torch.inference_mode()``) is marked ``inference``: it has the
-    dtype and values of an ordinary tensor, but autograd refuses to save it and it cannot be changed
-    in place outside inference mode, so a caller can tell the two apart.
+    A tensor that requires grad is marked ``requires_grad``, and an inference tensor (made under
+    ``torch.inference_mode()``) ``inference``: each has the dtype and values of an ordinary tensor,
+    but a caller can tell it apart. A result that should be detached and is not keeps its graph
+    alive (and takes part in every later backward); one that should carry a graph and does not
+    cuts training off; autograd refuses to save an inference tensor, and it cannot be changed in
+    place outside inference mode.
     """
     if isinstance(value, torch.Tensor):
-        inference = ", inference" if value.is_inference() else ""
-        return f"{type(value).__name__}({str(value.dtype).removeprefix('torch.')}, {value.device.type}{inference})"
+        marks = [mark for mark, present in (("requires_grad", value.requires_grad), ("inference", value.is_inference()))
+                 if present]
+        described = [str(value.dtype).removeprefix("torch."), value.device.type, *marks]
+        return f"{type(value).__name__}({', '.join(described)})"
     if isinstance(value, (list, tuple)):
         return {type(value).__name__: [type_tree(item) for item in value]}
     if isinstance(value, dict):
