@@ -3,14 +3,20 @@
 It installs `ptlabs[book]` (the helper package plus the few packages chapters use that Colab
 lacks) from the book's GitHub repository at the branch the launch buttons open (`repository.branch`
 in _config.yml), so the notebook a reader opens and the helpers it installs are the same version.
-It runs only when `ptlabs` is missing, and pip leaves an installed torch alone because `ptlabs`
-accepts any torch >= 2.1. A failed install says what to do. `PTLABS_PIP_SOURCE` overrides the
-source, which is how the tests install from the local checkout.
+It runs when `ptlabs` is missing or older than the version in pyproject.toml (a learner's earlier
+install lacks what later notebooks call; tests/package_vocabulary.py makes that version move with
+it), and leaves an editable install alone (a clone of the book: its code is the checkout's, whatever
+its recorded version). pip leaves an installed torch alone because `ptlabs` accepts any torch >= 2.1.
+A failed install says what to do; an upgrade in a kernel that had already imported the old `ptlabs`
+asks for a restart. `PTLABS_PIP_SOURCE` overrides the source, which is how the tests install from the
+local checkout.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
+
 import yaml
 
 from tests.manifest import ROOT
@@ -38,21 +44,41 @@ def ptlabs_version() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 
 
+def needed_version() -> tuple[int, ...]:
+    """The version the bootstrap asks for, as the tuple it compares: pyproject.toml's (major, minor, patch)."""
+    return tuple(int(part) for part in re.findall(r"\d+", ptlabs_version())[:3])
+
+
 def bootstrap_source() -> str:
-    """The exact source of the bootstrap cell for the current repository URL and branch."""
+    """The exact source of the bootstrap cell for the current repository URL, branch and version."""
     source = f"ptlabs[book] @ git+{repository_url()}@{launch_ref()}"
     return (
         "# Colab or a fresh environment: install the book's helper package (and the few\n"
-        "# packages chapters use that Colab lacks) when it is missing; torch is kept.\n"
-        "import importlib.util, os, subprocess, sys\n"
+        "# packages chapters use that Colab lacks) when it is missing or older than this\n"
+        "# notebook needs; torch is kept, and so is an editable install (a clone).\n"
+        "import importlib.metadata, json, os, re, subprocess, sys\n"
         "\n"
         f'PTLABS = "{source}"\n'
-        'if importlib.util.find_spec("ptlabs") is None:\n'
+        f"NEEDED = {needed_version()}  # this notebook's ptlabs version, or a later one\n"
+        "try:\n"
+        '    found = importlib.metadata.distribution("ptlabs")\n'
+        '    origin = json.loads(found.read_text("direct_url.json") or "{}")\n'
+        '    editable = origin.get("dir_info", {}).get("editable", False)\n'
+        '    version = tuple(int(n) for n in re.findall(r"\\d+", found.version)[:3])\n'
+        "    current = editable or version >= NEEDED\n"
+        "except importlib.metadata.PackageNotFoundError:\n"
+        "    current = False\n"
+        "if not current:\n"
         '    source = os.environ.get("PTLABS_PIP_SOURCE", PTLABS)\n'
-        '    pip = [sys.executable, "-m", "pip", "install", "--quiet", source]\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--upgrade", source]\n'
         "    if subprocess.run(pip).returncode != 0:\n"
         "        raise RuntimeError(\n"
         '            f"pip could not install {source}: check the internet connection "\n'
         '            "and run this cell again, or run: pip install " + repr(source)\n'
+        "        )\n"
+        '    if "ptlabs" in sys.modules:  # the old version is loaded in this kernel\n'
+        "        raise RuntimeError(\n"
+        '            "ptlabs was upgraded; restart the kernel (Colab: Runtime > Restart "\n'
+        '            "session) and run the notebook again from the top"\n'
         "        )"
     )
