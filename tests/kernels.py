@@ -16,8 +16,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 #: One thread everywhere: a reduction split over threads sums in another order.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 #: Held to AVX2: the ISA one step below AVX-512 (and AMX) for ATen, MKL and oneDNN.
@@ -27,7 +25,12 @@ PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
 
 
 def native_capability() -> str:
-    """What ATen picks on this machine when nothing forces it (for example ``AVX512`` or ``AVX2``)."""
+    """What ATen picks on this machine when nothing forces it (for example ``AVX512`` or ``AVX2``).
+
+    torch is imported here, not with the module, which every pytest loads (tests/colab_plugin.py).
+    """
+    import torch
+
     return torch.backends.cpu.get_cpu_capability()
 
 

@@ -460,14 +460,16 @@ class GradedLab:
 
 
 def default_jobs() -> int:
-    """How many nbgrader processes to run at once: $PTLABS_LAB_JOBS, else twice the CPU count, at most 4.
+    """How many nbgrader processes to run at once: $PTLABS_LAB_JOBS, else the CPU count, at most 4.
 
-    Twice, because a grading process spends part of its time waiting (kernel start-up, messages
-    between nbclient and the kernel): on the 2-core machine, 4 side by side finished the lab tests
-    in 72 s where 2 took 82 s.
+    No more than the cores: in `make test` the other pytest worker runs beside the grading, and fills
+    the time a grader waits (kernel start-up, messages between nbclient and the kernel), so the CPU
+    each job costs decides. Measured on the 2-core machine, all seven labs and the runtime-only course
+    alone: 4 jobs took 197 s and 325 busy core-seconds, 2 jobs 224 s and 305 (each command pays
+    nbgrader's start and a warm server's imports, and more processes than cores share caches worse).
     """
     wanted = os.environ.get("PTLABS_LAB_JOBS", "").strip()
-    return max(1, int(wanted)) if wanted.isdigit() else min(2 * (os.cpu_count() or 1), 4)
+    return max(1, int(wanted)) if wanted.isdigit() else min(os.cpu_count() or 1, 4)
 
 
 def hostile_cases_for(lab: str, *, policy: bool, labs: list[str] | None = None) -> list[Any]:

@@ -3,7 +3,7 @@
 Each file in tests/fixtures/visible/LAB/, and each graded fixture its graded.txt names, is a plausible
 wrong answer that kept every ✅ before its part's visible check was extended. The reference answers
 must pass every visible check, and each of these must fail one: a ✅ then means the part's stated
-rules hold, not only its one example.
+rules hold, not only its one example. One command runs every lab, each in a process of its own.
 """
 
 from __future__ import annotations
@@ -20,12 +20,21 @@ from tests.visible_checks import VISIBLE_FIXTURES, visible_fixtures
 LABS = sorted(p.name for p in VISIBLE_FIXTURES.iterdir() if p.is_dir())
 
 
-@pytest.mark.parametrize("lab", LABS)
-def test_visible_checks_reject_every_learner_pass_wrong_answer(lab: str) -> None:
-    ran = subprocess.run([sys.executable, "-m", "tests.visible_checks", lab], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, dict]:
+    """lab -> its line from one ``python -m tests.visible_checks`` of every lab."""
+    ran = subprocess.run([sys.executable, "-m", "tests.visible_checks", *LABS], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300 * len(LABS))
     assert ran.returncode == 0, ran.stderr[-3000:]
-    results = json.loads(ran.stdout.splitlines()[-1])
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    return {line["lab"]: line for line in lines}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_visible_checks_reject_every_learner_pass_wrong_answer(lab: str, outcomes: dict[str, dict]) -> None:
+    assert lab in outcomes, f"{lab}: no result from tests.visible_checks"
+    assert "error" not in outcomes[lab], f"{lab} could not be run:\n{outcomes[lab].get('error')}"
+    results = dict(outcomes[lab]["results"])
     assert results.pop("reference") is None, f"{lab}: the reference answers fail a visible check"
     assert len(results) == len(visible_fixtures(lab)) > 0
     kept = sorted(name for name, failure in results.items() if failure is None)

@@ -16,7 +16,6 @@ import platform
 from pathlib import Path
 
 import nbformat
-import torch
 
 from tests.manifest import ROOT
 
@@ -24,7 +23,13 @@ STATUS_FILE = ROOT / "_build" / "execution-status.json"
 
 
 def device_name() -> str:
-    """The accelerator this process would use ("cuda: NVIDIA H200", "mps"), or "cpu"."""
+    """The accelerator this process would use ("cuda: NVIDIA H200", "mps"), or "cpu".
+
+    torch is imported here, not with the module: every pytest loads this module (tests/conftest.py),
+    the short ones a test starts inside `make test` included, and most never write a record.
+    """
+    import torch
+
     if not torch.accelerator.is_available():
         return "cpu"
     device = torch.accelerator.current_accelerator()
@@ -39,11 +44,15 @@ def today() -> str:
 
 def stamp(nb: nbformat.NotebookNode) -> None:
     """Record in the notebook what its outputs were produced with."""
+    import torch
+
     nb.metadata["ptlabs"] = {"torch": torch.__version__, "refreshed": today(), "device": device_name()}
 
 
 def write_status(notebooks: dict[str, dict[str, object]], path: Path = STATUS_FILE) -> Path:
     """Write the execution-status record of one test run."""
+    import torch
+
     record = {
         "date": today(),
         "torch": torch.__version__,
