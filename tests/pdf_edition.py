@@ -40,6 +40,14 @@ MARGINS = {"top": "14mm", "bottom": "14mm", "left": "12mm", "right": "12mm"}
 #: Debian's packages with a font for the characters the site prints beyond Latin text: its ✅ and ❌ (the
 #: checks' verdicts), and the Chinese titles of the source articles. The Makefile's ``browser`` target installs them.
 FONT_PACKAGES = {"\u2705": "fonts-noto-color-emoji", "\u4e0e": "fonts-wqy-microhei"}
+#: A page is ready to read and print once it has loaded, MathJax (on a page with math) has typeset it, and its
+#: fonts and images are in. Said exactly rather than waited for as "no request for half a second" (Playwright's
+#: networkidle), which cost every page that half second: 8.6 of 17.3 s for the site's 22 pages.
+PAGE_READY = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  return [...document.images].every(i => i.complete);
+}"""
 #: Paper has no click: the claims page's folded chapter tables are printed open.
 UNFOLD = "document.querySelectorAll('details.ptlabs-claims-table').forEach(d => d.open = true)"
 
@@ -149,7 +157,8 @@ def build_pdf(site: Path, out: Path, browser: Browser | None = None,
         page.route("**/*", functools.partial(local_only, base, blocked))
         for name in toc_pages():
             blocked.clear()
-            page.goto(f"{base}/{name}.html", wait_until="networkidle")
+            page.goto(f"{base}/{name}.html", wait_until="load")
+            page.wait_for_function(PAGE_READY)
             if on_page is not None:
                 on_page(name, page, blocked)
             page.evaluate(UNFOLD)

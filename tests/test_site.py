@@ -462,8 +462,6 @@ def _code_blocks(page: Page, chapter: int) -> tuple[int, list[str]]:
 #: The viewport the PDF edition's printer loads every page in (Playwright's default).
 PRINTER_VIEWPORT = {"width": 1280, "height": 720}
 PHONE_VIEWPORT = {"width": PHONE_WIDTH, "height": 900}
-#: Every image of the page has loaded (or failed): its natural size is known.
-IMAGES_LOADED = "[...document.images].every(i => i.complete)"
 #: width -> chapter -> (code blocks, the cut ones' longest lines)
 CodeBlocksSeen = dict[int, dict[int, tuple[int, list[str]]]]
 #: A page at a phone's width: its scroll width, the URLs outside the site it asked for, its figures' sizes.
@@ -482,10 +480,9 @@ class Printed(NamedTuple):
 def printed(site: Path, browser: Browser, shots: Path) -> Printed:
     """The PDF edition, printed once (tests/pdf_edition.py), and every page read on screen in the printer's page
     before it prints it (a resize and relayout cost a fraction of a load): each chapter's code blocks at every
-    laptop width, then every page at a phone's width, left until its network is idle and its images have
-    loaded (a page wider than the phone is saved as a screenshot); the printer's viewport is put back before
+    laptop width, then every page at a phone's width once its images for that width have loaded (a page wider than the phone is saved as a screenshot); the printer's viewport is put back before
     printing."""
-    from tests.pdf_edition import PDF_NAME, build_pdf
+    from tests.pdf_edition import PAGE_READY, PDF_NAME, build_pdf
 
     chapters = {path.removesuffix(".html"): number for number, path in _chapter_paths().items()}
     seen: CodeBlocksSeen = {width: {} for width in WIDE_SCREENS}
@@ -498,8 +495,7 @@ def printed(site: Path, browser: Browser, shots: Path) -> Printed:
                 page.set_viewport_size({**PRINTER_VIEWPORT, "width": width})
                 seen[width][chapters[name]] = _code_blocks(page, chapters[name])
         page.set_viewport_size(PHONE_VIEWPORT)
-        page.wait_for_load_state("networkidle")
-        page.wait_for_function(IMAGES_LOADED)
+        page.wait_for_function(PAGE_READY)  # again: images the phone's width asks for
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE_WIDTH:
             page.screenshot(path=str(shots / f"phone-{name.replace('/', '-')}.png"), full_page=True)
