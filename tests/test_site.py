@@ -464,6 +464,31 @@ PRINTER_VIEWPORT = {"width": 1280, "height": 720}
 PHONE_VIEWPORT = {"width": PHONE_WIDTH, "height": 900}
 #: width -> chapter -> (code blocks, the cut ones' longest lines)
 CodeBlocksSeen = dict[int, dict[int, tuple[int, list[str]]]]
+#: The text of the navigation and the page's contents columns: how many pieces of text they show, and each one
+#: whose end lies past its column's right edge (where the theme clips it, or it runs into the margin).
+COLUMN_TEXT = """() => {
+  const columns = [...document.querySelectorAll('.bd-sidebar-primary, .bd-sidebar-secondary')]
+    .filter(column => column.getBoundingClientRect().width > 0);
+  let shown = 0;
+  const cut = [];
+  for (const column of columns) {
+    const edge = column.getBoundingClientRect().right;
+    const walker = document.createTreeWalker(column, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      const boxes = [...range.getClientRects()].filter(box => box.width > 0);
+      if (!node.textContent.trim() || !boxes.length) continue;
+      shown += 1;
+      const end = Math.max(...boxes.map(box => box.right));
+      if (end > edge + 0.5) cut.push(`"${node.textContent.trim().slice(0, 60)}" ends ${Math.ceil(end - edge)} px past`
+        + ` the ${column.classList.contains('bd-sidebar-primary') ? 'navigation' : 'contents'}`);
+    }
+  }
+  return [shown, cut];
+}"""
+#: "page at width px" -> (pieces of text in its side columns, the cut ones)
+ColumnsSeen = dict[str, tuple[int, list[str]]]
 #: A page at a phone's width: its scroll width, the URLs outside the site it asked for, its figures' sizes.
 PhoneView = tuple[int, list[str], list]
 
@@ -473,27 +498,31 @@ class Printed(NamedTuple):
 
     pdf: Path
     code_blocks: CodeBlocksSeen  # the chapters at every laptop width
+    columns: ColumnsSeen  # every page at the printer's width, the chapters at every laptop width
     phone: dict[str, PhoneView]  # every page of the table of contents at a phone's width
 
 
 @pytest.fixture(scope="module")
 def printed(site: Path, browser: Browser, shots: Path) -> Printed:
     """The PDF edition, printed once (tests/pdf_edition.py), and every page read on screen in the printer's page
-    before it prints it (a resize and relayout cost a fraction of a load): each chapter's code blocks at every
-    laptop width, then every page at a phone's width once its images for that width have loaded (a page wider than the phone is saved as a screenshot); the printer's viewport is put back before
+    before it prints it (a resize and relayout cost a fraction of a load): every page's side columns, each
+    chapter's code blocks and side columns at every laptop width, then every page at a phone's width once its images for that width have loaded (a page wider than the phone is saved as a screenshot); the printer's viewport is put back before
     printing."""
     from tests.pdf_edition import PAGE_READY, PDF_NAME, build_pdf
 
     chapters = {path.removesuffix(".html"): number for number, path in _chapter_paths().items()}
     seen: CodeBlocksSeen = {width: {} for width in WIDE_SCREENS}
     phone: dict[str, PhoneView] = {}
+    columns: ColumnsSeen = {}
 
     def read(name: str, page: Page, blocked: list[str]) -> None:
         assert page.viewport_size == PRINTER_VIEWPORT, page.viewport_size
+        columns[f"{name} at {PRINTER_VIEWPORT['width']} px"] = tuple(page.evaluate(COLUMN_TEXT))
         if name in chapters:
             for width in WIDE_SCREENS:
                 page.set_viewport_size({**PRINTER_VIEWPORT, "width": width})
                 seen[width][chapters[name]] = _code_blocks(page, chapters[name])
+                columns[f"{name} at {width} px"] = tuple(page.evaluate(COLUMN_TEXT))
         page.set_viewport_size(PHONE_VIEWPORT)
         page.wait_for_function(PAGE_READY)  # again: images the phone's width asks for
         width = page.evaluate("document.documentElement.scrollWidth")
@@ -502,7 +531,7 @@ def printed(site: Path, browser: Browser, shots: Path) -> Printed:
         phone[name] = (width, sorted(set(blocked)), page.evaluate(FIGURE_SIZES))
         page.set_viewport_size(PRINTER_VIEWPORT)
 
-    return Printed(build_pdf(site, site / PDF_NAME, browser, on_page=read), seen, phone)
+    return Printed(build_pdf(site, site / PDF_NAME, browser, on_page=read), seen, columns, phone)
 
 
 @pytest.mark.parametrize("width", WIDE_SCREENS)
@@ -515,6 +544,16 @@ def test_no_code_or_output_is_cut_at_laptop_widths(width: int, printed: Printed)
     cut = [line for _, lines in found.values() for line in lines]
     assert blocks > 500, f"only {blocks} code blocks found: has the theme's markup changed?"
     assert not cut, f"{len(cut)} of {blocks} code blocks cut at {width} px:\n  " + "\n  ".join(cut[:10])
+
+
+def test_no_text_is_cut_at_the_edge_of_the_side_columns(printed: Printed) -> None:
+    """At laptop widths the navigation and the page's contents column (12rem from 1200 px, _static/book.css) hold
+    all their text: a name in code once widened chapter 06's contents past the column's edge and cut it."""
+    empty = sorted(page for page, (shown, _) in printed.columns.items() if not shown)
+    assert not empty, f"no text found in the side columns of {empty[:5]}: has the theme's markup changed?"
+    assert len(printed.columns) > len(_chapter_paths()) * len(WIDE_SCREENS), sorted(printed.columns)
+    cut = [f"{page}: {text}" for page, (_, texts) in sorted(printed.columns.items()) for text in texts]
+    assert not cut, f"{len(cut)} pieces of text cut at a side column's edge:\n  " + "\n  ".join(cut[:10])
 
 
 def test_figures_are_readable_on_a_phone(printed: Printed) -> None:
