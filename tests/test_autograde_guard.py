@@ -30,7 +30,7 @@ from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation, defau
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
-from tests import hostile, jail_tools, lab_tools
+from tests import hostile, jail_tools, lab_tools, run_profile
 
 LINUX = sys.platform.startswith("linux")
 linux_only = pytest.mark.skipif(not LINUX, reason="kernels are jailed with Linux namespaces")
@@ -984,6 +984,7 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     assert {line[:4] for line in graders.stdout.splitlines() if line.startswith("[")} == {"[1] ", "[2] "}
     scores = {student: cells["test_double"][0] for student, cells in lab_tools.read_scores(course, "demo").items()}
     reports = lab_tools.read_reports(course, "demo")
+    run_profile.count_grading_kernels(reports.values())
     assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0}
     assert "test_double" not in reports["forger"]["incomplete"]  # the in-kernel verdict was forged...
     assert reports["forger"]["outputs_differ"] == ["test_double"]  # ...and the grader's comparison refused it

@@ -29,7 +29,7 @@ import pytest
 from ptgrader import jail, syscalls
 from ptgrader.kernels import GraderTemp
 from ptgrader.warm import WarmKernels
-from tests import hostile, jail_tools, lab_tools
+from tests import hostile, jail_tools, lab_tools, run_profile
 from tests.test_autograde_guard import _jail_spec, _jailed
 
 pytestmark = pytest.mark.skipif(jail.unsupported() != "", reason=jail.unsupported() or "jails work here")
@@ -338,4 +338,5 @@ def test_a_regular_user_grades_a_lab_honest_full_marks_hostile_nothing(user_fold
     for case in cases:
         assert all(score == 0 for score, _ in scores[case.student].values()), (case.name, scores[case.student])
     reports = lab_tools.read_reports(course, LAB)
+    run_profile.count_grading_kernels(reports.values())
     assert all(report["isolation"].startswith("jail: user namespace") for report in reports.values()), reports

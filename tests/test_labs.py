@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from ptgrader.score import IN_KERNEL_SHARE
-from tests import hostile, html_pages, lab_tools
+from tests import hostile, html_pages, lab_tools, run_profile
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
 
 LAB_NAMES = lab_tools.lab_names()
@@ -79,7 +79,11 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         if isinstance(params.get("fixture"), Fixture):
             wanted.add(params["fixture"].lab)
     runtime_lab = LAB_NAMES[0] if LAB_NAMES and LAB_NAMES[0] in wanted else None
-    return lab_tools.grade_labs(sorted(wanted), tmp_path_factory.mktemp("labs"), runtime_lab=runtime_lab)
+    outcome = lab_tools.grade_labs(sorted(wanted), tmp_path_factory.mktemp("labs"), runtime_lab=runtime_lab)
+    run_profile.count_grading_kernels(
+        report for lab in outcome.values() if isinstance(lab, GradedLab) for report in lab.reports.values()
+    )
+    return outcome
 
 
 def _outcome(graded: dict, lab: str) -> GradedLab:

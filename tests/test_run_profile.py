@@ -6,6 +6,7 @@ import json
 from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -52,6 +53,24 @@ def test_the_tree_cpu_grows_with_work_done() -> None:
     before = run_profile.tree_cpu_seconds()
     sum(i * i for i in range(2_000_000))
     assert run_profile.tree_cpu_seconds() > before
+
+
+def test_cpu_counted_by_hand_joins_the_running_phase_only() -> None:
+    """The grading kernels' CPU, which no worker reaps, lands on the phase that graded them, and only there."""
+    item = SimpleNamespace(user_properties=[])  # all that _measured uses of a test item
+    phase = run_profile._measured(item, "setup")  # type: ignore[arg-type]
+    next(phase)
+    run_profile.count_unreaped_cpu(40.0)
+    run_profile.count_unreaped_cpu(2.5)
+    with pytest.raises(StopIteration):
+        phase.send(None)
+    later = run_profile._measured(item, "call")  # type: ignore[arg-type]
+    next(later)
+    with pytest.raises(StopIteration):
+        later.send(None)
+    (setup, call) = (seconds for _, seconds in item.user_properties)
+    assert 42.5 <= setup < 42.5 + 1.0, setup
+    assert 0.0 <= call < 1.0, call
 
 
 def test_each_worker_span_runs_from_its_first_test_to_its_last() -> None:

@@ -27,7 +27,7 @@ from ptgrader import intake
 from ptgrader.autograde import relay
 from ptgrader.outputs import METADATA, make_safe
 from ptgrader.safe_html import markdown_to_safe_html
-from tests import html_pages, lab_tools
+from tests import html_pages, lab_tools, run_profile
 
 ESCAPE_CODES = "\x1b[2J\x1b[H[AutogradeApp | INFO] fine"
 
@@ -223,6 +223,7 @@ def small_course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     run = subprocess.run([sys.executable, "-m", "ptgrader.autograde", "small", "--jobs", "2"], cwd=course, env=env,
                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False)
     assert run.returncode == 0, f"the run exited {run.returncode}:\n{run.stdout}{run.stderr}"
+    run_profile.count_grading_kernels(lab_tools.read_reports(course, "small").values())
     return course, run.stdout + run.stderr
 
 
