@@ -90,7 +90,7 @@ def chapter_problem(chapter: str) -> str | None:
 def check_command(chapter: str, workers: int) -> list[str]:
     """`make test`'s pytest command, narrowed to the chapter (the notebook and the site build run side by side)."""
     return [
-        sys.executable, "-m", "pytest", "-rfEs", "-n", str(workers), "--dist", "loadfile",
+        sys.executable, "-m", "pytest", "-rfEs", "-n", str(workers), "--dist", "loadfile", "--no-loadscope-reorder",
         "-p", "tests.chapter_check", "--chapter", chapter,
         "--nbval", "--colab-like", "--nbval-sanitize-with", "tests/sanitize.cfg",
         *MODULES, chapter,

@@ -93,6 +93,7 @@ def _kill_sleepers(pid_files: list[Path]) -> None:
             path.unlink()
 
 
+@pytest.mark.mostly_waits  # 10 s of sleeping workers: handed out first, beside the grading (tests/run_order.py)
 def test_a_timeout_ends_every_torchrun_worker(tmp_path: Path) -> None:
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     namespace: dict[str, object] = {"WORK": str(tmp_path)}
