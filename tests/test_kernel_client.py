@@ -19,6 +19,8 @@ from jupyter_client.session import Session
 from ptgrader.kernel_client import POLL_SLICE_S, RepollingKernelClient, SlicedPollChannel
 from ptgrader.kernels import IsolatedKernelManager
 
+pytestmark = pytest.mark.mostly_waits  # 5 s of timeouts run out: handed out early (tests/run_order.py)
+
 
 class LostWakeUp(zmq.asyncio.Socket):
     """A socket that notices a waiting message only when a wait for it times out."""

@@ -24,6 +24,8 @@ import pytest
 
 from tests.manifest import ROOT
 
+pytestmark = pytest.mark.mostly_waits  # 10 s of sleeping workers: handed out early (tests/run_order.py)
+
 NOTEBOOK = ROOT / "notebooks" / "06_distributed_export.ipynb"
 #: torchrun and both workers start within the first on a 2-core machine; the second is for a very busy one
 TIMEOUTS_S = (10, 30)
@@ -93,7 +95,6 @@ def _kill_sleepers(pid_files: list[Path]) -> None:
             path.unlink()
 
 
-@pytest.mark.mostly_waits  # 10 s of sleeping workers: handed out first, beside the grading (tests/run_order.py)
 def test_a_timeout_ends_every_torchrun_worker(tmp_path: Path) -> None:
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     namespace: dict[str, object] = {"WORK": str(tmp_path)}

@@ -1,4 +1,4 @@
-"""The workers take the files that mostly wait first, then the largest (tests/run_order.py)."""
+"""The workers take the largest file, then the files that mostly wait, then the others (tests/run_order.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class Item:
         return name if self.waits and name == run_order.MARK else None
 
 
-def test_a_waiting_file_comes_first_then_the_largest_files_with_each_files_tests_in_order() -> None:
+def test_the_largest_file_then_the_waiting_ones_then_the_others_by_size_each_files_tests_in_order() -> None:
     items = [
         Item("tests/test_small.py::a"),
         Item("tests/test_big.py::a"), Item("tests/test_big.py::b"), Item("tests/test_big.py::c"),
@@ -29,8 +29,8 @@ def test_a_waiting_file_comes_first_then_the_largest_files_with_each_files_tests
     ]
     ordered = [item.nodeid for item in run_order.file_order(items)]
     assert ordered == [
-        "tests/test_timeout.py::quick", "tests/test_timeout.py::sleeps",
         "tests/test_big.py::a", "tests/test_big.py::b", "tests/test_big.py::c",
+        "tests/test_timeout.py::quick", "tests/test_timeout.py::sleeps",
         "notebooks/01.ipynb::Cell 0", "notebooks/01.ipynb::Cell 1",
         "tests/test_small.py::a", "tests/test_tie.py::a",  # a tie keeps the collection's order
     ]
