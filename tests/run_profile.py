@@ -7,8 +7,9 @@ call, tear-down: the lab grading runs in a fixture) also measures the CPU time o
 tree (the worker and every child it reaped: nbgrader, notebook kernels, chapter 06's ranks), plus what
 a test counts by hand for processes no worker reaps (:func:`count_unreaped_cpu`: the grading kernels,
 from the grader's reports); the controller samples the machine's load average as reports arrive.
-The summary prints, per stage, both times and the load, and the five costliest tests; ``_build/test-profile.json`` keeps the same, with
-the machine and the date, for a run worth committing (``tests/quiet-run-profile.json``).
+The summary prints, per stage, both times and the load, and the five costliest tests;
+``_build/test-profile.json`` keeps the same, with the machine and the date, for a run worth
+committing (``tests/quiet-run-profile.json``).
 
 A kernel's CPU is counted when its process is reaped, so a notebook's CPU lands on the item that
 ended its kernel: per stage the sums are right, per test only roughly. A process no worker reaps and
