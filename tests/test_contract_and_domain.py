@@ -291,3 +291,72 @@ def test_a_non_leaf_input_is_recorded_without_a_warning(monkeypatch: pytest.Monk
         warnings.simplefilter("error")
         contract = contract_of(lambda t: t * 2, leaf * 3, monkeypatch=monkeypatch)
     assert contract["inputs changed"] == []
+
+
+def _resets_to_defaults(t: torch.Tensor) -> torch.Tensor:
+    """Switches modes for its work, then sets them to their defaults instead of to what it found."""
+    torch.set_grad_enabled(False)
+    torch.use_deterministic_algorithms(True)
+    out = t * 2
+    torch.set_grad_enabled(True)
+    torch.use_deterministic_algorithms(False)
+    return out
+
+
+def test_modes_set_back_to_their_defaults_are_seen_from_an_unusual_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second call comes with grad mode off and deterministic algorithms on: a reset to the defaults shows."""
+    try:
+        seen = contract_of(_resets_to_defaults, torch.ones(2), monkeypatch=monkeypatch)["modes changed"]
+    finally:
+        torch.set_grad_enabled(True)
+        torch.use_deterministic_algorithms(False)
+    assert seen == ["deterministic algorithms", "grad mode"]
+    threads = torch.get_num_threads()
+    try:
+        pinned = contract_of(lambda t: torch.set_num_threads(1) or t * 2, torch.ones(2), monkeypatch=monkeypatch)
+    finally:
+        torch.set_num_threads(threads)
+    assert pinned["modes changed"] == ["threads"]
+
+
+def test_the_unusual_caller_keeps_grad_mode_for_a_part_that_computes_gradients(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function that calls backward works from both calls, and the modes are the caller's again after."""
+    w = torch.ones(2, requires_grad=True)
+
+    def gradient(x: torch.Tensor) -> torch.Tensor:
+        (w * x).sum().backward()
+        return w.grad.clone()
+
+    contract = contract_of(gradient, torch.ones(2), grad_needed=True, monkeypatch=monkeypatch)
+    assert contract["modes changed"] == [] and contract["second call"] == "a different result"  # grads add up
+    assert torch.is_grad_enabled() and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_a_second_call_with_other_threads_may_round_differently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unusual caller's thread count can reorder a float sum: rounding is the same result, kept state is not."""
+    rounding = iter([torch.tensor([1.0]), torch.tensor([1.0 + 2**-23])])
+    assert contract_of(lambda t: next(rounding), torch.ones(1), monkeypatch=monkeypatch)["second call"] == "same result"
+    drifting = iter([torch.tensor([1.0]), torch.tensor([1.001])])
+    assert contract_of(lambda t: next(drifting), torch.ones(1),
+                       monkeypatch=monkeypatch)["second call"] == "a different result"
+    counts = iter([torch.tensor([4]), torch.tensor([5])])
+    assert contract_of(lambda t: next(counts), torch.ones(1), monkeypatch=monkeypatch)["second call"] == "a different result"
+
+
+def test_a_private_attribute_set_by_a_call_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``self._last = ...`` is state kept between calls as much as ``self.last``; a module's own bookkeeping is not."""
+
+    class Remembers(torch.nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = super().forward(x)
+            self._last_routed = (out > 0).detach()
+            return out
+
+    model = Remembers(2, 1)
+    assert contract_of(lambda m: m(torch.ones(3, 2)), model,
+                       monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (attributes)"]
+    plain = torch.nn.Linear(2, 1)
+    hooked = contract_of(lambda m: m.register_forward_hook(lambda *a: None).remove() or m(torch.ones(3, 2)),
+                         plain, monkeypatch=monkeypatch)
+    assert hooked["inputs changed"] == []

@@ -21,9 +21,13 @@ What :func:`call` observes (the keys of the output it sends):
   for a list or dict, its items;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
-- ``second call``: whether calling again on the same inputs gives the same result;
-- ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype and
-  deterministic algorithms, compared before and after each call;
+- ``second call``: whether calling again on the same inputs gives the same result (up to the
+  rounding of float sums, which the other thread count may reorder). The second
+  call comes from an unusual caller: grad mode off (unless the part computes gradients),
+  deterministic algorithms on (warning only) and another number of threads, so that a function
+  which sets a mode back to its *default* instead of to what it found is seen;
+- ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype,
+  deterministic algorithms and the number of threads, compared before and after each call;
 - ``global RNG drawn``: whether the global generator moved (a part that takes a generator, or
   none at all, must not draw from it);
 - ``after an interrupt`` (with ``interrupt=``): which modes, ``training`` flags, hooks and
@@ -33,6 +37,7 @@ What :func:`call` observes (the keys of the output it sends):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -102,8 +107,10 @@ def _module_state(module: torch.nn.Module) -> dict[str, object]:
 def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
     """The attributes a forward pass could set on ``self`` besides parameters, buffers and children.
 
-    ``nn.Module`` keeps its own bookkeeping under names that start with ``_`` and in ``training``;
-    everything else in ``vars(module)`` was put there by the module's code. A tensor is recorded by
+    ``nn.Module`` keeps its own bookkeeping in the names every module has (``_parameters``, the
+    hook dictionaries, ``training``: checked part by part above); everything else in
+    ``vars(module)`` was put there by the module's code, a leading underscore or not (a student's
+    ``self._last`` is state kept between calls as much as ``self.last``). A tensor is recorded by
     its state, a number or string by value, anything else by identity (a list replaced is seen; a
     list appended to is seen by its length).
     """
@@ -115,8 +122,10 @@ def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
         size = len(value) if isinstance(value, (list, dict, set, tuple)) else None
         return (type(value).__name__, id(value), size)
 
-    return [(key, record(value)) for key, value in sorted(vars(module).items())
-            if not key.startswith("_") and key != "training"]
+    return [(key, record(value)) for key, value in sorted(vars(module).items()) if key not in _MODULE_BOOKKEEPING]
+
+
+_MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
 
 
 def _hook_count(module: torch.nn.Module) -> int:
@@ -124,6 +133,17 @@ def _hook_count(module: torch.nn.Module) -> int:
                   "_state_dict_hooks", "_load_state_dict_pre_hooks")
     tensor_hooks = sum(len(getattr(t, "_backward_hooks", None) or {}) for t in module.parameters())
     return sum(len(getattr(sub, name, {})) for sub in module.modules() for name in attributes) + tensor_hooks
+
+
+def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Floating-point tensors equal up to their dtype's rounding, ``nan`` equal to ``nan``."""
+    if not (a.is_floating_point() or a.is_complex()):
+        return False
+    try:
+        torch.testing.assert_close(a.detach(), b.detach(), equal_nan=True)
+    except AssertionError:
+        return False
+    return True
 
 
 def _state(value: object) -> object:
@@ -135,17 +155,24 @@ def _state(value: object) -> object:
     return None
 
 
-def _same(a: object, b: object) -> bool:
-    """Equal records: tensors exactly, ``nan`` equal to ``nan``."""
+def _same(a: object, b: object, *, rounding: bool = False) -> bool:
+    """Equal records: tensors exactly, ``nan`` equal to ``nan``.
+
+    With ``rounding``, floating-point tensors may differ by their dtype's rounding
+    (``torch.testing.assert_close``'s defaults): for two results computed with different numbers
+    of threads, whose sums may run in another order.
+    """
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and a.device == b.device
                 and (a.is_meta or bool(torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                                                              and torch.equal(a.nan_to_num(), b.nan_to_num())))))
+                                                              and torch.equal(a.nan_to_num(), b.nan_to_num())))
+                     or (rounding and _within_rounding(a, b))))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(_same(x, y, rounding=rounding) for x, y in zip(a, b, strict=True)))
     if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(_same(a[key], b[key]) for key in a)
+        return list(a) == list(b) and all(_same(a[key], b[key], rounding=rounding) for key in a)
     return type(a) is type(b) and a == b
 
 
@@ -170,8 +197,33 @@ def _modes() -> dict[str, object]:
         "autocast (cpu)": (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")),
         "autocast (cuda)": (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")),
         "default dtype": torch.get_default_dtype(),
-        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
+                                     torch.is_deterministic_algorithms_warn_only_enabled()),
+        "threads": torch.get_num_threads(),
     }
+
+
+@contextlib.contextmanager
+def _unusual_caller(grad_needed: bool) -> Iterator[None]:
+    """Run the body as a caller whose modes are not the defaults, then put back what was found.
+
+    A function that ends with ``torch.set_grad_enabled(True)`` or
+    ``torch.use_deterministic_algorithms(False)`` leaves a default caller as it found it, and every
+    other caller changed: only a call from a caller with other settings tells the two apart. Grad
+    mode stays as the caller had it when the part computes gradients (its text says it is called
+    with gradients enabled).
+    """
+    grad, threads = torch.is_grad_enabled(), torch.get_num_threads()
+    deterministic = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.set_grad_enabled(grad_needed and grad)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_num_threads(2 if threads == 1 else 1)
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.set_num_threads(threads)
 
 
 def _changed(before: dict[str, object], after: dict[str, object]) -> list[str]:
@@ -237,7 +289,7 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
 
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
-         rtol: float | None = None, atol: float | None = None, **kwargs: Any) -> Any:
+         rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
@@ -248,19 +300,23 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     ``view_allowed`` is for a part whose text lets the result be a view of an input or a new
     tensor: then ``aliases`` is not sent. ``rtol`` and ``atol`` (both or neither) widen the
     comparison of the result's tensors, for an operation whose rounding depends on the order of a
-    sum (the text states them).
+    sum (the text states them). ``grad_needed`` is for a part that computes gradients: its second
+    call keeps grad mode on.
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
     records, modes, rng = _records(args, kwargs), _modes(), _rng_state()
     first = function(*args, **kwargs)
     after_first, modes_first, rng_first = _records(args, kwargs), _modes(), _rng_state()
-    second = function(*args, **kwargs)
+    with _unusual_caller(grad_needed):
+        unusual = _modes()
+        second = function(*args, **kwargs)
+        after_unusual = _modes()
     contract: dict[str, object] = {
         "returns": type_tree(first),
         "inputs changed": _changed(records, after_first),
-        "second call": "same result" if _same(first, second) else "a different result",
-        "modes changed": sorted(set(_changed(modes, modes_first) + _changed(modes_first, _modes()))),
+        "second call": "same result" if _same(first, second, rounding=True) else "a different result",
+        "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual))),
         "global RNG drawn": not _same(rng, rng_first),
     }
     if not view_allowed:

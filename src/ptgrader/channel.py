@@ -128,8 +128,7 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
                 found.append(f"{name}: on {sent.device}, expected on {expected.device}")
                 continue
             try:  # dtype and shape included; NaN matches NaN in the same place; the reference's tolerance
-                torch.testing.assert_close(value, expected.value, rtol=expected.rtol, atol=expected.atol,
-                                           equal_nan=True)
+                torch.testing.assert_close(value, expected.value, **tensor_tolerance(expected), equal_nan=True)
             except AssertionError as problem:
                 found.append(f"{name}: {str(problem).splitlines()[0]}")
         elif not same_value(value, expected.value, expected.rtol, expected.atol):
@@ -140,6 +139,20 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
 #: How close two Python floats must be by default: a float is a float64, and two valid float64 formulas agree
 #: to a few units in the last place, while a value computed in float32 and turned into a float does not.
 FLOAT_RTOL, FLOAT_ATOL = 1e-9, 1e-12
+
+
+def tensor_tolerance(expected: Output) -> dict[str, float | None]:
+    """The tolerance a tensor is compared with: the reference's when it sent one, else its dtype's.
+
+    ``torch.testing.assert_close``'s own default for ``float64`` (``rtol=atol=1e-7``) lets a result
+    computed in ``float32`` and cast back pass (its rounding is at most about ``6e-8``), so a
+    ``float64`` (or ``complex128``) tensor is held to :data:`FLOAT_RTOL`, as a Python float is.
+    """
+    import torch
+
+    if expected.rtol is None and expected.value.dtype in (torch.float64, torch.complex128):
+        return {"rtol": FLOAT_RTOL, "atol": FLOAT_ATOL}
+    return {"rtol": expected.rtol, "atol": expected.atol}
 
 
 def same_value(value: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
