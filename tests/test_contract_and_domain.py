@@ -220,6 +220,18 @@ def test_cases_cover_every_declared_family_and_every_pair_of_levels() -> None:
     assert len({case.label for case in cases}) == len(cases)
 
 
+def test_pairs_of_value_families_are_covered_by_inputs_that_have_values() -> None:
+    """An empty or meta input covers its size class or device, never a (dtype, values) or (dtype, layout) pair."""
+    domain = ptchecks.Domain(seed=3, device="cpu", **EVERYTHING)
+    with_values = [case for case in domain.cases((2, 3, 4)) if case.size[0] != "empty" and case.device != "meta"]
+    levels = {"dtype": EVERYTHING["dtypes"], "layout": ("contiguous", *domains.LAYOUTS), "values": ("random", *domains.VALUES)}
+    for first, second in itertools.combinations(levels, 2):
+        for a, b in itertools.product(levels[first], levels[second]):
+            if "inf/nan" in (a, b) and torch.uint8 in (a, b) or "inf/nan" in (a, b) and torch.int32 in (a, b):
+                continue  # special values need a floating dtype
+            assert any(getattr(case, first) == a and getattr(case, second) == b for case in with_values), (a, b)
+
+
 def test_nothing_undeclared_is_generated() -> None:
     domain = ptchecks.Domain(seed=3, device="cpu", dtypes=(torch.float32,), sizes=("size-1",))
     cases = domain.cases((2, 3))

@@ -77,6 +77,18 @@ def test_tolerances_come_from_the_reference_never_from_the_student(monkeypatch: 
     assert channel.differences({"loss": close}, strict) != []  # default float32 tolerance
 
 
+def test_a_float64_tensor_rounded_through_float32_is_not_the_float64_result() -> None:
+    """assert_close's own float64 default (1e-7) would let float32 rounding pass; float64 rounding still does."""
+    exact = torch.tensor([0.1, 1 / 3, 2.0**0.5, 1e-3 / 3], dtype=torch.float64)
+    reference = {"result": Output(exact, device="cpu")}
+    through_float32 = Output(exact.float().double(), device="cpu")
+    assert channel.differences({"result": through_float32}, reference) != []
+    reordered = Output(exact * (1 + 4e-16), device="cpu")
+    assert channel.differences({"result": reordered}, reference) == []
+    lenient = {"result": Output(exact, rtol=1e-6, atol=1e-9, device="cpu")}  # the reference's own tolerance wins
+    assert channel.differences({"result": through_float32}, lenient) == []
+
+
 def test_differences_name_what_is_wrong() -> None:
     reference = {
         "values": Output(torch.tensor([1.0, math.nan]), device="cpu"),
