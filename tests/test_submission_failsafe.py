@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -110,6 +111,29 @@ def test_a_file_or_a_submission_too_large_to_read_is_refused(tmp_path: Path) -> 
         with open(folder / f"data{index}.bin", "wb") as part:
             part.truncate(intake.MAX_FILE_BYTES - 1)
     assert intake.problems(folder) == ["more than 20 MiB of files"]
+
+
+def test_folders_nested_deeper_than_a_lab_needs_are_refused_without_a_deep_walk(tmp_path: Path) -> None:
+    """A thousand levels exhausted os.walk's recursion (Python 3.11) and ended the whole run.
+
+    The same happens here with 100 levels under a recursion limit 60 frames above the test's own depth.
+    """
+    folder = _submission(tmp_path)
+    deepest = folder
+    for _ in range(100):
+        deepest = deepest / "n"
+        deepest.mkdir()
+    (deepest / "leaf.txt").write_text("deep")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 60)
+    try:
+        found = intake.problems(folder)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert found == [f"folders nested more than {intake.MAX_DEPTH} levels deep"]
+    shallow = _submission(tmp_path / "other")
+    shallow.joinpath(*["n"] * (intake.MAX_DEPTH - 1)).mkdir(parents=True)
+    assert intake.problems(shallow) == []
 
 
 @pytest.mark.parametrize("stamp", ["yesterday-ish", "9" * 300])
