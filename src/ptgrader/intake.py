@@ -26,6 +26,8 @@ from typing import Any
 from nbgrader.utils import parse_utc
 from tornado.log import LogFormatter
 
+from .jail import escaped
+
 #: Names nbgrader may see: letters, digits, ``.``, ``_`` and ``-`` (no space, no control character).
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 #: More entries than this in one submission is not a lab handed in (and would make the walk slow).
@@ -49,15 +51,6 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-def escaped(text: str) -> str:
-    """``text`` safe to print on a terminal: each character that is not printable written as an escape.
-
-    Newlines stay, so that a traceback still reads as one; escape codes, bidirectional overrides and
-    other invisible characters become ``\\x1b``, ``\\u202e``, ...
-    """
-    return "".join(char if char.isprintable() or char == "\n" else ascii(char)[1:-1] for char in text)
 
 
 class EscapingLogFormatter(LogFormatter):
