@@ -170,9 +170,19 @@ def test_markdown_renders_inert_and_readable() -> None:
     assert html_pages.active_parts(markdown_to_safe_html(hostile)) == []
     honest = markdown_to_safe_html("# Part 1\n\nSee [the docs](https://pytorch.org) and `x.view(2, 3)`.\n\n"
                                    "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```")
-    for kept in ('<h1 id="Part-1">', '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
+    for kept in ("<h1>Part 1", '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
                  '<span class="n">x</span>'):
         assert kept in honest, (kept, honest)
+
+
+def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:
+    """No id (the formgrader finds score fields by id) and no class but code highlighting's (Bootstrap's modal)."""
+    page = markdown_to_safe_html('### test_flatten_heads\n\n<div class="modal show in">12 / 12</div>\n\n'
+                                 '<span class="n">x</span> <p class="k navbar-fixed-top">y</p>')
+    parts = html_pages.active_parts(page)
+    assert not [part for part in parts if " id=" in part], parts
+    assert parts == [], parts
+    assert '<span class="n">x</span>' in page and "modal" not in page
 
 
 def test_the_formgrader_of_the_course_renders_markdown_through_the_sanitiser(monkeypatch: pytest.MonkeyPatch) -> None:
