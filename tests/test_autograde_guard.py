@@ -1004,3 +1004,30 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     assert reports["solution"]["outputs_differ"] == [] and reports["wrong"]["outputs_differ"] == ["test_double"]
     graded = (course / "autograded" / "solution" / "demo" / "demo.ipynb").read_text()
     assert channel.MIME not in graded  # what was sent out never reaches the graded notebook
+
+
+def test_outputs_cost_the_grader_little_and_stop_with_the_submissions_time() -> None:
+    """A display of a million-entry JSON cost the grader 3.7 s, and outputs read after a cell's reply were not
+    charged to the submission's time: fifteen such displays held the grader 328 s against a budget of 120."""
+    from nbclient.exceptions import CellTimeoutError
+
+    from ptgrader.execute import GuardedExecute
+    from ptgrader.report import GradingReport
+
+    client = GuardedExecute(isolation="none")
+    client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("display(table)")])
+    report = GradingReport("mallory", "lab", "lab.ipynb")
+    client.reset_execution_trackers()
+    client.clear_before_next_output = False  # as nbclient sets it before each cell
+    client.start_receiving(report, {})
+    client._deadline = time.monotonic() + 60
+    message = {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+               "content": {"data": {"application/json": [{}] * 1_000_000, "text/plain": "Table"}, "metadata": {}}}
+    outs: list = []
+    clock = time.process_time()
+    client.output(outs, message, None, 0)
+    assert time.process_time() - clock < 0.5
+    assert [dict(out.data) for out in outs] == [{"text/plain": "Table"}] and report.unsafe_outputs == 1
+    client._deadline = time.monotonic() - 10  # the submission's time is spent
+    with pytest.raises(CellTimeoutError, match="time was spent"):
+        client.output(outs, message, None, 0)
