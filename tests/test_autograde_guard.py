@@ -26,7 +26,7 @@ import pytest
 
 from ptgrader import cgroups, channel, contract, jail
 from ptgrader.course import CourseRecord
-from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation, default_limits
+from ptgrader.kernels import TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
@@ -754,16 +754,24 @@ def test_a_killed_grader_leaves_no_temporary_folder_and_no_server(tmp_path: Path
     assert _wait_for(lambda: not Path(f"/proc/{server}").exists(), 15), "the warm server outlived its grader"
 
 
-def test_the_next_grader_removes_the_folders_of_dead_graders(tmp_path: Path) -> None:
+def test_the_next_grader_removes_the_folders_of_dead_graders_and_nothing_else(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    gone, alive, fresh = tmp_path / "ptgrader-gone", tmp_path / "ptgrader-alive", tmp_path / "ptgrader-fresh"
-    for folder in (gone, alive, fresh):
+    gone, alive, fresh = (tmp_path / f"{TEMP_PREFIX}{name}" for name in ("gone", "alive", "fresh"))
+    others = [tmp_path / "ptgrader-regular-user-course", tmp_path / "ptgrader-uids"]  # not the grader's own
+    for folder in (gone, alive, fresh, *others):
         folder.mkdir()
+    os.utime(others[0], (time.time() - 3600, time.time() - 3600))
     (gone / "owner").write_text(f"{dead.stdout.strip()} 123\n")
     (alive / "owner").write_text(f"{os.getpid()} {Path(f'/proc/{os.getpid()}/stat').read_text().rsplit(')', 1)[1].split()[19]}\n"
                                  if LINUX else "")
     assert GraderTemp.remove_stale(tmp_path) == [gone]  # `fresh` has no owner yet: being made right now
-    assert alive.is_dir() and fresh.is_dir()
+    assert alive.is_dir() and fresh.is_dir() and all(folder.is_dir() for folder in others)
+    if os.geteuid() == 0:  # another user's folder of the grader's own kind stays too
+        theirs = tmp_path / f"{TEMP_PREFIX}theirs"
+        theirs.mkdir()
+        os.chown(theirs, 4242, 4242)
+        os.utime(theirs, (time.time() - 3600, time.time() - 3600))
+        assert GraderTemp.remove_stale(tmp_path) == [] and theirs.is_dir()
 
 
 # -------------------------------------------------------------------------------------------- the hold
