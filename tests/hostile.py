@@ -307,6 +307,16 @@ def _escape_codes_in_a_name(folder: Path, course: Path, lab: str) -> None:
     shutil.copy(_notebook(folder, lab), folder / ESCAPE_CODES_NAME)
 
 
+def _deep_folders(folder: Path, course: Path, lab: str) -> None:
+    """Beside the notebook, 998 folders each inside the last: Python 3.11's os.walk ran out of recursion in
+    the grader's check of the folder, and the whole run exited 1 with no student graded."""
+    deepest = folder
+    for _ in range(998):  # one level at a time: pathlib's mkdir(parents=True) recurses too
+        deepest = deepest / "n"
+        deepest.mkdir()
+    (deepest / "leaf.txt").write_text("deep\n")
+
+
 def _broken_submissions() -> list[HostileCase]:
     """Submissions that stopped or harmed the grading run (issue 25). Each gets its report and the run goes on.
 
@@ -322,6 +332,7 @@ def _broken_submissions() -> list[HostileCase]:
         ("symlink_to_stdin", _link_to_stdin),
         ("fifo_notebook", _fifo),
         ("escape_codes_in_name", _escape_codes_in_a_name),
+        ("deep_folders", _deep_folders),
     ]
     return [
         HostileCase(name, _solution, _all(0), "refused", policy=True, arrange=arrange) for name, arrange in refused

@@ -4,7 +4,9 @@ A graded notebook is seen in two pages: the student's feedback page (``nbgrader 
 and the instructor's formgrader view of the submission. Both are HTML that nbgrader's templates make
 from the graded notebook, and both must run nothing a submission wrote. These helpers make both
 pages as nbgrader does, in a graded course, and list what in a page could run (:func:`active_parts`):
-a ``<script>``, an ``<iframe>``/``<object>``/``<embed>``, an ``on*`` attribute, a ``javascript:`` URL.
+a ``<script>``, an ``<iframe>``/``<object>``/``<embed>``, an ``on*`` attribute, a ``javascript:`` URL, and
+what steers the page's own scripts and styles: an ``id`` (the formgrader finds each score field by its id)
+or a ``class`` beyond code highlighting's (Bootstrap's ``modal show in`` draws a box over the whole page).
 The templates bring scripts and handlers of their own (MathJax, the formgrader's code), so a page is
 judged against the page of an honest submission made the same way: it may hold nothing active the
 honest page does not (the formgrader's pages differ only by the submission's id, replaced by a
@@ -17,6 +19,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from ptgrader import safe_html
 from tests import lab_tools
 
 #: Elements that run or embed something, whatever their attributes.
@@ -40,7 +43,8 @@ class _ActiveParts(HTMLParser):
                 self._script = []
         for name, value in attrs:
             cleaned = re.sub(r"[\x00-\x20]", "", value or "")
-            if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned):
+            steers = name == "id" or name == "class" and not set((value or "").split()) <= safe_html.CLASSES
+            if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned) or steers:
                 self.found.append(f"<{tag} {name}={value!r}>")
 
     def handle_data(self, data: str) -> None:
@@ -54,7 +58,8 @@ class _ActiveParts(HTMLParser):
 
 
 def active_parts(html: str) -> list[str]:
-    """What in ``html`` could run: active elements (with a script's text), ``on*`` attributes, ``javascript:`` URLs."""
+    """What in ``html`` could run or steer the page: active elements (with a script's text), ``on*`` attributes,
+    ``javascript:`` URLs, ids and classes."""
     parser = _ActiveParts()
     parser.feed(html)
     parser.close()

@@ -26,7 +26,7 @@ import pytest
 
 from ptgrader import cgroups, channel, contract, jail
 from ptgrader.course import CourseRecord
-from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation, default_limits
+from ptgrader.kernels import TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
@@ -616,6 +616,19 @@ def test_a_jail_that_cannot_be_built_fails_instead_of_running_unjailed(tmp_path:
     assert "the kernel could not be jailed" in result.stderr and "no-such-folder" in result.stderr
 
 
+@linux_only
+def test_what_a_jailed_kernel_writes_to_its_stderr_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """ipykernel copies file-descriptor writes to the keeper, which relays them to the instructor's terminal:
+    an escape code there could set the clipboard (OSC 52), retitle the window or print a fake log line."""
+    _, path = _jail_spec(tmp_path, tmp_path)
+    code = ("import os\nos.write(2, b'\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r"
+            "[AutogradeApp | INFO] graded normally\\n')")
+    result = _jailed(path, code)
+    assert result.returncode == 0, result.stderr
+    assert "\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r[AutogradeApp" in result.stderr
+    assert not set(result.stderr) & {"\x1b", "\x07", "\r"}
+
+
 def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     course = tmp_path / "repo" / "labs"
     course.mkdir(parents=True)
@@ -741,16 +754,24 @@ def test_a_killed_grader_leaves_no_temporary_folder_and_no_server(tmp_path: Path
     assert _wait_for(lambda: not Path(f"/proc/{server}").exists(), 15), "the warm server outlived its grader"
 
 
-def test_the_next_grader_removes_the_folders_of_dead_graders(tmp_path: Path) -> None:
+def test_the_next_grader_removes_the_folders_of_dead_graders_and_nothing_else(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    gone, alive, fresh = tmp_path / "ptgrader-gone", tmp_path / "ptgrader-alive", tmp_path / "ptgrader-fresh"
-    for folder in (gone, alive, fresh):
+    gone, alive, fresh = (tmp_path / f"{TEMP_PREFIX}{name}" for name in ("gone", "alive", "fresh"))
+    others = [tmp_path / "ptgrader-regular-user-course", tmp_path / "ptgrader-uids"]  # not the grader's own
+    for folder in (gone, alive, fresh, *others):
         folder.mkdir()
+    os.utime(others[0], (time.time() - 3600, time.time() - 3600))
     (gone / "owner").write_text(f"{dead.stdout.strip()} 123\n")
     (alive / "owner").write_text(f"{os.getpid()} {Path(f'/proc/{os.getpid()}/stat').read_text().rsplit(')', 1)[1].split()[19]}\n"
                                  if LINUX else "")
     assert GraderTemp.remove_stale(tmp_path) == [gone]  # `fresh` has no owner yet: being made right now
-    assert alive.is_dir() and fresh.is_dir()
+    assert alive.is_dir() and fresh.is_dir() and all(folder.is_dir() for folder in others)
+    if os.geteuid() == 0:  # another user's folder of the grader's own kind stays too
+        theirs = tmp_path / f"{TEMP_PREFIX}theirs"
+        theirs.mkdir()
+        os.chown(theirs, 4242, 4242)
+        os.utime(theirs, (time.time() - 3600, time.time() - 3600))
+        assert GraderTemp.remove_stale(tmp_path) == [] and theirs.is_dir()
 
 
 # -------------------------------------------------------------------------------------------- the hold
@@ -991,3 +1012,30 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     assert reports["solution"]["outputs_differ"] == [] and reports["wrong"]["outputs_differ"] == ["test_double"]
     graded = (course / "autograded" / "solution" / "demo" / "demo.ipynb").read_text()
     assert channel.MIME not in graded  # what was sent out never reaches the graded notebook
+
+
+def test_outputs_cost_the_grader_little_and_stop_with_the_submissions_time() -> None:
+    """A display of a million-entry JSON cost the grader 3.7 s, and outputs read after a cell's reply were not
+    charged to the submission's time: fifteen such displays held the grader 328 s against a budget of 120."""
+    from nbclient.exceptions import CellTimeoutError
+
+    from ptgrader.execute import GuardedExecute
+    from ptgrader.report import GradingReport
+
+    client = GuardedExecute(isolation="none")
+    client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("display(table)")])
+    report = GradingReport("mallory", "lab", "lab.ipynb")
+    client.reset_execution_trackers()
+    client.clear_before_next_output = False  # as nbclient sets it before each cell
+    client.start_receiving(report, {})
+    client._deadline = time.monotonic() + 60
+    message = {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+               "content": {"data": {"application/json": [{}] * 1_000_000, "text/plain": "Table"}, "metadata": {}}}
+    outs: list = []
+    clock = time.process_time()
+    client.output(outs, message, None, 0)
+    assert time.process_time() - clock < 0.5
+    assert [dict(out.data) for out in outs] == [{"text/plain": "Table"}] and report.unsafe_outputs == 1
+    client._deadline = time.monotonic() - 10  # the submission's time is spent
+    with pytest.raises(CellTimeoutError, match="time was spent"):
+        client.output(outs, message, None, 0)

@@ -231,3 +231,22 @@ def test_a_wrapper_of_nn_module_init_made_elsewhere_is_tampering(monkeypatch: py
     monkeypatch.setattr(torch.nn.Module, "__init__", patched_init)
     with pytest.raises(grading.GraderTampered, match="torch.nn.Module: __init__ replaced"):
         grading.canaries()
+
+
+def test_a_module_name_is_never_code_in_what_torch_fx_generates() -> None:
+    """A buffer named like code ran as code when ExportedProgram.module() regenerated the module (torch 2.13)."""
+    import builtins
+
+    class Shelf(torch.nn.Module):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.register_buffer(name, torch.ones(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + next(self.buffers())
+
+    code = "import builtins; builtins.ptchecks_fx_ran = True"
+    name = 'q") if exec(bytes(' + repr(list(code.encode())) + ")) else next(getattr(self,'buffers')())#"
+    module = torch.export.export(Shelf(name), (torch.zeros(1),)).module()
+    assert module(torch.ones(1)).tolist() == [2.0]
+    assert not getattr(builtins, "ptchecks_fx_ran", False)

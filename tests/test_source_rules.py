@@ -62,6 +62,17 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
         ({3: "class S:\n    def rows(self, v, i):\n        return v if i == 0 else self.rows(v, i - 1)\n"
              "def segment_sum(v, ids, n):\n    return S().rows(v, 3)"}, "recursion: rows calls itself"),
         ({3: "def segment_sum(v, ids, n):\n    sorted(range(len(v)), key=add)\n    return v"}, "a key= function"),
+        # a third round's: an iterator driven by list(), a Counter, recursion through an argument
+        ({3: "def segment_sum(v, ids, n):\n    rows = v.tolist()\n    step = lambda: rows.pop() if rows else None\n"
+             "    return torch.tensor(list(iter(step, None)))"}, "iter (it calls a function per item)"),
+        ({3: "class Rows:\n    def __init__(self, v):\n        self.v = v\n    def __iter__(self):\n        return self\n"
+             "    def __next__(self):\n        raise StopIteration\ndef segment_sum(v, ids, n):\n    return list(Rows(v))"},
+         "__next__ (Python calls it once per item)"),
+        ({3: "import collections\ndef segment_sum(v, ids, n):\n    return collections.Counter(ids)"},
+         "Counter (it calls a function per item)"),
+        ({3: "def pick(rows, i, again):\n    return rows if i == 0 else again(rows, i - 1, again)\n"
+             "def segment_sum(v, ids, n):\n    return pick(v, 3, pick)"}, "a call of the argument again"),
+        ({3: "def segment_sum(v, ids, n):\n    return torch.tensor(sum(v.tolist(), []))"}, ".tolist() (it moves values"),
     ],
 )
 def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -112,6 +113,29 @@ def test_a_file_or_a_submission_too_large_to_read_is_refused(tmp_path: Path) -> 
     assert intake.problems(folder) == ["more than 20 MiB of files"]
 
 
+def test_folders_nested_deeper_than_a_lab_needs_are_refused_without_a_deep_walk(tmp_path: Path) -> None:
+    """A thousand levels exhausted os.walk's recursion (Python 3.11) and ended the whole run.
+
+    The same happens here with 100 levels under a recursion limit 60 frames above the test's own depth.
+    """
+    folder = _submission(tmp_path)
+    deepest = folder
+    for _ in range(100):
+        deepest = deepest / "n"
+        deepest.mkdir()
+    (deepest / "leaf.txt").write_text("deep")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 60)
+    try:
+        found = intake.problems(folder)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert found == [f"folders nested more than {intake.MAX_DEPTH} levels deep"]
+    shallow = _submission(tmp_path / "other")
+    shallow.joinpath(*["n"] * (intake.MAX_DEPTH - 1)).mkdir(parents=True)
+    assert intake.problems(shallow) == []
+
+
 @pytest.mark.parametrize("stamp", ["yesterday-ish", "9" * 300])
 def test_a_timestamp_nbgrader_cannot_read_is_refused(tmp_path: Path, stamp: str) -> None:
     folder = _submission(tmp_path)
@@ -146,9 +170,19 @@ def test_markdown_renders_inert_and_readable() -> None:
     assert html_pages.active_parts(markdown_to_safe_html(hostile)) == []
     honest = markdown_to_safe_html("# Part 1\n\nSee [the docs](https://pytorch.org) and `x.view(2, 3)`.\n\n"
                                    "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```")
-    for kept in ('<h1 id="Part-1">', '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
+    for kept in ("<h1>Part 1", '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
                  '<span class="n">x</span>'):
         assert kept in honest, (kept, honest)
+
+
+def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:
+    """No id (the formgrader finds score fields by id) and no class but code highlighting's (Bootstrap's modal)."""
+    page = markdown_to_safe_html('### test_flatten_heads\n\n<div class="modal show in">12 / 12</div>\n\n'
+                                 '<span class="n">x</span> <p class="k navbar-fixed-top">y</p>')
+    parts = html_pages.active_parts(page)
+    assert not [part for part in parts if " id=" in part], parts
+    assert parts == [], parts
+    assert '<span class="n">x</span>' in page and "modal" not in page
 
 
 def test_the_formgrader_of_the_course_renders_markdown_through_the_sanitiser(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,6 +68,29 @@ COMPLETION_FORMAT = "ptlabs-grading: {test_id} complete {token}"
 # ------------------------------------------------------------------------------------------- checks
 
 
+def _quote_fx_names() -> None:
+    """Make torch.fx quote the attribute names it writes into the code it generates.
+
+    ``ExportedProgram.module()`` (lab 06) rebuilds a module through torch.fx, which writes each buffer,
+    parameter and submodule name into Python source that it then runs; a name that is not an identifier
+    goes in as ``getattr(self, "<name>")``, unescaped (torch 2.13), so a buffer registered under the name
+    ``q") if exec(...) else (...`` ran a student's string as code past the grader's code policy. Written
+    with ``repr``, every name stays a string.
+    """
+    from torch.fx import graph as fx_graph
+
+    def format_target(base: str, target: str) -> str:
+        path = base
+        for name in target.split("."):
+            path = f"{path}.{name}" if name.isidentifier() else f"getattr({path}, {name!r})"
+        return path
+
+    fx_graph._format_target = format_target
+
+
+_quote_fx_names()
+
+
 def _failed(check: str, name: str, message: str) -> None:
     """A check failed in a graded cell and the cell goes on: the grader sees that as what the check saw."""
     _observe(check, name, f"failed: {message}"[:300])

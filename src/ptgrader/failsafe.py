@@ -127,7 +127,10 @@ def refuse_unsafe_submissions(converter: Autograde) -> None:
         if match is None or match["student"] in excluded:
             continue  # not a folder nbgrader can grade, or another grader's student (ptgrader.autograde --jobs)
         student, assignment = match["student"], match["lab"]
-        reasons = problems(Path(folder))
+        try:
+            reasons = problems(Path(folder))
+        except Exception as error:  # noqa: BLE001  (any failure to check one folder refuses that folder only)
+            reasons = [f"the grader could not check this folder ({escaped(type(error).__name__)})"]
         if not reasons:
             continue
         del converter.assignments[folder]

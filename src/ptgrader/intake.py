@@ -26,10 +26,15 @@ from typing import Any
 from nbgrader.utils import parse_utc
 from tornado.log import LogFormatter
 
+from .jail import escaped
+
 #: Names nbgrader may see: letters, digits, ``.``, ``_`` and ``-`` (no space, no control character).
 SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 #: More entries than this in one submission is not a lab handed in (and would make the walk slow).
 MAX_ENTRIES = 1000
+#: Folders nested deeper than this are not a lab handed in; a thousand levels would exhaust the recursion
+#: of Python 3.11's ``os.walk`` (and of every later tool that walks the folder).
+MAX_DEPTH = 8
 #: The largest file, and all files together, a submission may hold. nbgrader reads a notebook whole before
 #: any step of the grader runs, at about 48 times its size in memory (a red team's 145 MiB notebook took
 #: the grader to 7 GiB and 179 s of CPU); a lab notebook with its outputs is well under 2 MiB.
@@ -46,15 +51,6 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
-
-
-def escaped(text: str) -> str:
-    """``text`` safe to print on a terminal: each character that is not printable written as an escape.
-
-    Newlines stay, so that a traceback still reads as one; escape codes, bidirectional overrides and
-    other invisible characters become ``\\x1b``, ``\\u202e``, ...
-    """
-    return "".join(char if char.isprintable() or char == "\n" else ascii(char)[1:-1] for char in text)
 
 
 class EscapingLogFormatter(LogFormatter):
@@ -117,7 +113,7 @@ def problems(submission: Path) -> list[str]:
 
     The student's folder and the lab's folder must be plain folders (a link to ``source/<lab>`` would
     hand nbgrader the solution); every entry below must be a regular file or a plain folder with a
-    safe name.
+    safe name, at most :data:`MAX_DEPTH` levels down.
     """
     found = [
         problem
@@ -129,6 +125,8 @@ def problems(submission: Path) -> list[str]:
         return found
     count = total = 0
     for directory, folders, files in os.walk(submission):  # os.walk follows no links to folders
+        if folders and len(Path(directory).relative_to(submission).parts) >= MAX_DEPTH:
+            return [f"folders nested more than {MAX_DEPTH} levels deep"]
         for name in sorted(folders) + sorted(files):
             count += 1
             path = Path(directory) / name

@@ -393,8 +393,22 @@ def run_jailed(spec: JailSpec, start: Callable[[], NoReturn]) -> int:
     return _keep(pid, relay_read)
 
 
+def escaped(text: str) -> str:
+    """``text`` safe to print on a terminal: each character that is not printable written as an escape.
+
+    Newlines stay, so that a traceback still reads as one; escape codes, bidirectional overrides and
+    other invisible characters become ``\\x1b``, ``\\u202e``, ...
+    """
+    return "".join(char if char.isprintable() or char == "\n" else ascii(char)[1:-1] for char in text)
+
+
 def _keep(pid: int, relay: int) -> int:
-    """Pass the kernel's log on (up to RELAY_BYTES), signals too; wait for it; return its exit code."""
+    """Pass the kernel's log on (up to RELAY_BYTES), escaped, signals too; wait for it; return its exit code.
+
+    The log is what the kernel wrote to its file descriptors 1 and 2 (ipykernel copies every such write
+    there), which a submission controls: written raw, an escape code could set the instructor's
+    clipboard (OSC 52), retitle the window or print a fake log line.
+    """
 
     def forward(signum: int, _frame: object) -> None:
         try:  # a terminate means kill: as PID 1 of its namespace the kernel may ignore SIGTERM
@@ -415,7 +429,7 @@ def _keep(pid: int, relay: int) -> int:
                     open_relay = False
                 elif budget > 0:
                     try:
-                        os.write(2, chunk[:budget])
+                        os.write(2, escaped(chunk[:budget].decode("utf-8", "backslashreplace")).encode())
                     except OSError:
                         pass
                     budget -= len(chunk)

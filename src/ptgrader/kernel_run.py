@@ -28,7 +28,9 @@ from nbformat.notebooknode import NotebookNode
 
 from . import contract, jail
 from .cells import cell_label, setup_index
+from .compare import IOPUB_TIMEOUT_S
 from .kernels import GraderTemp, IsolatedKernelManager, Isolation, kernel_place
+from .receive import OUTPUT_GRACE_S
 from .score import error_output
 from .warm import WarmKernels, supported
 
@@ -131,6 +133,9 @@ class KernelRun:
                 if not held and (index > setup or index in self.test_runs):
                     self._take_hold(report)
                     held = True
+                # The wait for a cell's last outputs after its reply is charged to the submission's time.
+                self.iopub_timeout = max(1, min(IOPUB_TIMEOUT_S, math.ceil(self._deadline - time.monotonic())
+                                                + OUTPUT_GRACE_S))
                 # No history: code that runs during a test cell cannot read the cell's source.
                 self.execute_cell(cell, index, store_history=False)
                 if index in self.test_runs and not any(out.output_type == "error" for out in cell.outputs):

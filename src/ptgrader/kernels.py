@@ -1,8 +1,8 @@
 """Where and how a grading kernel starts: its place on the host, its jail, its kernel manager.
 
-- :class:`GraderTemp` is this grading process's one temporary folder (``/tmp/ptgrader-*``), with
+- :class:`GraderTemp` is this grading process's one temporary folder (``/tmp/ptgrader-tmp-*``), with
   a folder per kernel in it. A grader that is killed cannot remove it, so the next grader removes
-  every ``ptgrader-*`` folder whose owner process is gone, and the warm server removes its
+  every ``ptgrader-tmp-*`` folder of its user whose owner process is gone, and the warm server removes its
   grader's folder when it sees the grader go.
 - :func:`kernel_uid` picks the dedicated uid kernels run as when the grader is root (one per
   grading process, held with a lock file so that graders side by side never share one).
@@ -41,7 +41,9 @@ from . import cgroups, jail
 from .kernel_client import RepollingKernelManager
 
 JAIL_SCRIPT = Path(jail.__file__)
-TEMP_PREFIX = "ptgrader-"
+#: The grader's own temporary folders: a prefix no other tool's folder has (the tests' course folders were
+#: once named ``ptgrader-regular-user-*``, and a grader run as root removed them mid-run).
+TEMP_PREFIX = "ptgrader-tmp-"
 OWNER_FILE = "owner"
 
 #: Dedicated uids for kernels when the grader is root: no account uses them (see kernel_uid).
@@ -119,11 +121,19 @@ class GraderTemp:
 
     @staticmethod
     def remove_stale(parent: Path | None = None) -> list[Path]:
-        """Remove the ``ptgrader-*`` folders of grading processes that are gone; return them."""
+        """Remove this user's ``ptgrader-tmp-*`` folders of grading processes that are gone; return them.
+
+        Only folders this user owns: a grader run as root must not remove another user's folder, whatever
+        it is named. A folder too deep to remove (a kernel's tree of a thousand levels) is left.
+        """
         removed = []
         for folder in sorted((parent or Path(tempfile.gettempdir())).glob(TEMP_PREFIX + "*")):
-            if folder.is_dir() and not folder.is_symlink() and folder != UID_LOCKS and not _owner_alive(folder):
-                shutil.rmtree(folder, ignore_errors=True)
+            if (folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid()
+                    and not _owner_alive(folder)):
+                try:
+                    shutil.rmtree(folder, ignore_errors=True)
+                except RecursionError:
+                    continue
                 removed.append(folder)
         return removed
 

@@ -20,19 +20,23 @@ bounded before it is kept:
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
+from nbclient.exceptions import CellTimeoutError
 from nbformat.v4 import output_from_msg
 
 from . import channel
-from .outputs import make_safe
+from .outputs import SAFE_TYPES, make_safe
 
 TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
 OVER_BUDGET = "\n... output dropped by the grader (this submission sent more than {limit} bytes) ...\n"
 #: The messages nbclient turns into outputs; any other type is dropped unread (and unlogged).
 OUTPUT_TYPES = frozenset({"execute_result", "display_data", "stream", "error"})
+#: Seconds past the submission's deadline that its last outputs may still take to arrive and be read.
+OUTPUT_GRACE_S = 5
 #: The longest display id remembered (IPython's own are 32 hex digits).
 MAX_DISPLAY_ID = 256
 #: The decoded outputs of one cell: name -> output, or None for a mistake (a name sent twice, a malformed one).
@@ -73,6 +77,20 @@ def measured_size(output: object) -> float:
         return float("inf")
 
 
+def _empty_unsafe_formats(msg: dict) -> None:
+    """Empty, in the raw message, every format :func:`~ptgrader.outputs.make_safe` will drop anyway.
+
+    nbformat turns a message into an output node by node; a format the grader never keeps (a million-entry
+    ``application/json``) cost seconds of the grader's time per message before being dropped. The key
+    stays, so that make_safe still names what it dropped.
+    """
+    data = msg.get("content", {}).get("data")
+    if isinstance(data, dict):
+        for mime in data:
+            if mime not in SAFE_TYPES and mime != channel.MIME:
+                data[mime] = ""
+
+
 class OutputReceiver:
     """Mixin for GuardedExecute (a NotebookClient): bounded, inert outputs and the outputs sent to the grader."""
 
@@ -99,6 +117,8 @@ class OutputReceiver:
         """Keep at most the cell's and the submission's share of output, cutting while it arrives; no active formats."""
         if msg.get("msg_type") not in OUTPUT_TYPES:
             return None  # nbclient would log the unknown type, a string the kernel chose (up to 32 MiB)
+        self._charge_time(cell_index)
+        _empty_unsafe_formats(msg)
         out = super().output(outs, msg, display_id, cell_index)  # type: ignore[misc]
         if out is None or not outs or outs[-1] is not out:
             return out
@@ -118,6 +138,18 @@ class OutputReceiver:
                 self.seen_tokens.add(cell_index)
             self._stream_tail[cell_index] = seen[-200:]
         return self._bounded(outs, out, display_id, cell_index)
+
+    def _charge_time(self, cell_index: int) -> None:
+        """Stop the run once the submission's time is spent, also while its outputs are still arriving.
+
+        Outputs cost the grader more than the kernel (a display of a million-entry JSON took the kernel
+        0.05 s and the grader 3.7 s), and nbclient waits for them after a cell's reply outside the cell's
+        timeout: without this, 15 such displays held the grader 328 s against a budget of 120.
+        """
+        deadline = getattr(self, "_deadline", None)
+        if deadline is not None and time.monotonic() > deadline + OUTPUT_GRACE_S:
+            raise CellTimeoutError(f"the submission's outputs were still arriving when its time was spent "
+                                   f"(cell {cell_index})")
 
     def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
         """Comm messages (widgets) are dropped: nothing of them is kept, nothing is routed through them.

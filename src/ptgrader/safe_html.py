@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bleach
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
+from pygments.token import STANDARD_TYPES
 
 #: What Markdown (and the headings' anchor links, tables and highlighted code of nbconvert) produces.
 TAGS = frozenset({
@@ -23,22 +24,33 @@ TAGS = frozenset({
     "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong", "sub", "sup", "table",
     "tbody", "td", "th", "thead", "tr", "ul",
 })
-#: Attributes kept: the class of any tag (code highlighting), a heading's id (its anchor), a link's target,
-#: an image's source and text. Never an event handler or a style.
-ATTRIBUTES = {
-    "*": ["class"],
-    **{f"h{level}": ["class", "id"] for level in range(1, 7)},
-    "a": ["class", "href", "title"],
-    "img": ["class", "src", "alt", "title", "width", "height"],
-    "abbr": ["class", "title"],
+#: Attributes kept besides ``class``: a link's target, an image's source and text. Never an event handler,
+#: a style or an ``id``: the pages are Bootstrap pages whose scripts find the score fields by their ids, and
+#: a heading's id made from a student's text (``### test_last_valid_token``) took the score field's place.
+OTHER_ATTRIBUTES = {
+    "a": frozenset({"href", "title"}),
+    "img": frozenset({"src", "alt", "title", "width", "height"}),
+    "abbr": frozenset({"title"}),
 }
+#: The only classes kept: those Pygments gives highlighted code, and the few nbconvert's Markdown adds. A
+#: student's own class would be one of the page's Bootstrap classes (``modal show in`` drew a fake score
+#: over the feedback page).
+CLASSES = frozenset(STANDARD_TYPES.values()) - {""} | {"highlight", "anchor-link", "task-list-item",
+                                                       "task-list-item-checkbox"}
+
+
+def _kept(tag: str, name: str, value: str) -> bool:
+    """Whether bleach keeps attribute ``name="value"`` on ``tag``."""
+    if name == "class":
+        return all(word in CLASSES for word in value.split())
+    return name in OTHER_ATTRIBUTES.get(tag, ())
 #: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
 PROTOCOLS = frozenset({"http", "https", "mailto"})
 
 
 def clean(html: str) -> str:
     """``html`` with everything that could run removed, and tags outside :data:`TAGS` escaped."""
-    return bleach.clean(html, tags=TAGS, attributes=ATTRIBUTES, protocols=PROTOCOLS, strip_comments=True)
+    return bleach.clean(html, tags=TAGS, attributes=_kept, protocols=PROTOCOLS, strip_comments=True)
 
 
 def markdown_to_safe_html(source: str) -> str:

@@ -12,7 +12,12 @@ class, under an ``if``). Any Python iteration there breaks the rule:
 - ``map``, ``filter``, ``reduce`` and ``itertools``' iterators, under any name (``from functools
   import reduce as fold``, ``fold = functools.reduce``), and a ``key=`` function (``sorted``, ``min``,
   ``max``, ``list.sort``), which runs once per item;
-- recursion: a function that reaches itself through any chain of the student's functions or methods.
+- ``iter`` and ``next`` (``list(iter(step, None))`` is a loop), ``Counter``, and a class of the student's
+  that Python iterates over (``__iter__``, ``__next__``, ``__getitem__``);
+- ``.tolist()``, ``.item()`` and ``.numpy()``, which move values into Python, where work per element needs
+  no torch call (the meta device, part of these parts' domains, has no values to move anyway);
+- recursion: a function that reaches itself through any chain of the student's functions or methods, or
+  calls one of its own arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -40,11 +45,17 @@ _LOOPS = {
     ast.For: "a for loop", ast.AsyncFor: "a for loop", ast.While: "a while loop", ast.ListComp: "a comprehension",
     ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.GeneratorExp: "a generator expression",
 }
-#: Functions that call another function once per item, whatever they are named where they are used.
+#: Functions that call another function once per item, whatever they are named where they are used; ``iter``
+#: and ``next`` drive an iterator (``list(iter(step, None))`` is a loop), ``Counter`` counts item by item.
 ITERATING = frozenset({
     "map", "filter", "reduce", "accumulate", "starmap", "product", "chain", "repeat", "cycle", "groupby",
     "islice", "takewhile", "dropwhile", "filterfalse", "zip_longest", "combinations", "permutations", "tee",
+    "iter", "next", "Counter",
 })
+#: Methods Python calls once per item when it iterates over an object of the class that defines them.
+ITERATOR_METHODS = frozenset({"__iter__", "__next__", "__getitem__", "__reversed__"})
+#: Tensor methods that move values into Python, where work per element needs no torch call at all.
+TO_PYTHON = frozenset({"tolist", "item", "numpy"})
 #: IPython's own calls for magics: their string arguments are code the cell runs.
 _MAGICS = frozenset({"run_cell_magic", "run_line_magic"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -138,6 +149,25 @@ def _iteration(node: ast.AST) -> Iterator[tuple[str, int]]:
             yield f"{inner.name} (it calls a function per item)", line
         elif isinstance(inner, ast.Call) and any(keyword.arg == "key" for keyword in inner.keywords):
             yield "a key= function (it runs once per item)", line
+        elif isinstance(inner, ast.Attribute) and inner.attr in TO_PYTHON:
+            yield f".{inner.attr}() (it moves values into Python, to be worked on one by one)", line
+        elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ITERATOR_METHODS:
+            yield f"{inner.name} (Python calls it once per item)", line
+    yield from _argument_calls(node)
+
+
+def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
+    """(what, line) of every call of a function's own argument in ``node``: recursion the reader cannot follow
+    (``pick(rows, again)`` calling ``again(...)``, given ``pick`` itself)."""
+    for function in ast.walk(node):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        arguments = function.args
+        names = {arg.arg for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                     arguments.vararg, arguments.kwarg) if arg} - {"self", "cls"}
+        for inner in ast.walk(function):
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in names:
+                yield f"a call of the argument {inner.func.id} (it can recurse)", inner.lineno
 
 
 def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]:
