@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import json
 import os
 import select
@@ -842,6 +843,24 @@ def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
 
 
 # ------------------------------------------------------------------------------ course, outputs, report
+
+
+def test_a_course_record_walks_a_submission_nested_deeper_than_pythons_recursion(tmp_path: Path) -> None:
+    """A submission 998 folders deep made the record (taken before every student's run) raise RecursionError,
+    and the whole class came out unprocessed: here 200 levels under a limit 60 frames above the test's depth."""
+    folder = tmp_path / "submitted" / "mallory" / "lab"
+    folder.mkdir(parents=True)
+    for _ in range(200):
+        folder = folder / "n"
+        folder.mkdir()
+    (folder / "leaf.txt").write_text("deep")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 60)
+    try:
+        record = CourseRecord.take(tmp_path)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert [path for path in record.files if path.endswith("leaf.txt")] == [str(folder.relative_to(tmp_path) / "leaf.txt")]
 
 
 def test_course_record_puts_back_what_it_can_and_reports_the_rest(tmp_path: Path) -> None:

@@ -45,11 +45,24 @@ def _read(path: Path) -> bytes:
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        dirs.sort()
-        dirs[:] = [name for name in dirs if name != "__pycache__"]
-        for name in sorted(names):
-            yield Path(folder) / name
+    """Every entry below ``root`` that is not a folder (a link to one included), links not followed.
+
+    Without recursion: a submission nested a thousand folders deep exhausted the recursion of Python
+    3.11's ``os.walk`` here, before every student's run, and left the whole class unprocessed.
+    """
+    pending = [root]
+    while pending:
+        try:
+            entries = sorted(os.scandir(pending.pop()), key=lambda entry: entry.name)
+        except OSError:  # removed or unreadable while we walk
+            continue
+        folders = []
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                yield Path(entry.path)
+            elif entry.name != "__pycache__":
+                folders.append(Path(entry.path))
+        pending.extend(reversed(folders))
 
 
 @dataclass
