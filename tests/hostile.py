@@ -353,6 +353,31 @@ def arrange_submissions(course: Path, lab: str) -> None:
             case.arrange(folder, course, lab)
 
 
+def undo_arrangements(course: Path, lab: str) -> None:
+    """Once graded, remove the deep_folders tree: 998 levels are past the recursion of ``shutil.rmtree``, and
+    of pytest's clean-up of old temporary folders, which then failed the next test session."""
+    deep = [case for case in _broken_submissions() if case.arrange is _deep_folders]
+    for case in deep:
+        _remove_without_recursion(course / "submitted" / case.student / lab)
+
+
+def _remove_without_recursion(top: Path) -> None:
+    """``top`` and everything in it, one folder at a time (links not followed)."""
+    if not top.is_dir() or top.is_symlink():
+        return
+    found, pending = [], [top]
+    while pending:
+        folder = pending.pop()
+        found.append(folder)
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            else:
+                os.unlink(entry.path)
+    for folder in reversed(found):  # every folder after the folders found inside it
+        folder.rmdir()
+
+
 def cases() -> list[HostileCase]:
     """Every hostile case: each cheat with the policy on and off, then the runtime cases."""
     found = []

@@ -610,6 +610,9 @@ def grade_labs(
                     outcome.setdefault(lab, LabToolError(f"{lab} was graded in one command with {', '.join(group)},"
                                                          f" which failed:\n{exc}") if len(group) > 1 else exc)
     for lab in names:
+        for course in courses.get(lab, []):
+            hostile.undo_arrangements(course, lab)
+    for lab in names:
         if lab in outcome:
             continue
         scores: Scores = {}
