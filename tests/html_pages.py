@@ -5,8 +5,10 @@ and the instructor's formgrader view of the submission. Both are HTML that nbgra
 from the graded notebook, and both must run nothing a submission wrote. These helpers make both
 pages as nbgrader does, in a graded course, and list what in a page could run (:func:`active_parts`):
 a ``<script>``, an ``<iframe>``/``<object>``/``<embed>``, an ``on*`` attribute, a ``javascript:`` URL, and
-what steers the page's own scripts and styles: an ``id`` (the formgrader finds each score field by its id)
-or a ``class`` beyond code highlighting's (Bootstrap's ``modal show in`` draws a box over the whole page).
+what in a rendered Markdown cell (the students' text) steers the page's own scripts and styles: an ``id``
+(the formgrader finds each score field by its id) or a ``class`` beyond code highlighting's (Bootstrap's
+``modal show in`` draws a box over the whole page). The templates' own ids and classes (a cell's id, an
+error output's colours) are theirs.
 The templates bring scripts and handlers of their own (MathJax, the formgrader's code), so a page is
 judged against the page of an honest submission made the same way: it may hold nothing active the
 honest page does not (the formgrader's pages differ only by the submission's id, replaced by a
@@ -28,22 +30,33 @@ ACTIVE_TAGS = frozenset({"script", "iframe", "object", "embed"})
 _JAVASCRIPT_URL = re.compile(r"^\s*j\s*a\s*v\s*a\s*s\s*c\s*r\s*i\s*p\s*t\s*:", re.IGNORECASE)
 
 
+#: The class of the element nbconvert's templates render a Markdown cell into.
+MARKDOWN_CELL = "rendered_html"
+
+
 class _ActiveParts(HTMLParser):
     """Collects every part of a page that could run, each as one line of text."""
 
-    def __init__(self) -> None:
+    def __init__(self, markdown: bool) -> None:
         super().__init__(convert_charrefs=True)
         self.found: list[str] = []
         self._script: list[str] | None = None
+        self._divs = 0  # open <div>s
+        self._markdown_at: int | None = 0 if markdown else None  # the <div> depth of the Markdown cell we are in
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        in_markdown = self._markdown_at is not None  # inside a rendered Markdown cell, not the cell's own element
+        if tag == "div":
+            self._divs += 1
+            if not in_markdown and MARKDOWN_CELL in (dict(attrs).get("class") or "").split():
+                self._markdown_at = self._divs
         if tag in ACTIVE_TAGS:
             self.found.append(f"<{tag} {sorted(attrs)}>")
             if tag == "script":
                 self._script = []
         for name, value in attrs:
             cleaned = re.sub(r"[\x00-\x20]", "", value or "")
-            steers = name == "id" or name == "class" and not set((value or "").split()) <= safe_html.CLASSES
+            steers = in_markdown and (name == "id" or name == "class" and not set((value or "").split()) <= safe_html.CLASSES)
             if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned) or steers:
                 self.found.append(f"<{tag} {name}={value!r}>")
 
@@ -52,15 +65,19 @@ class _ActiveParts(HTMLParser):
             self._script.append(data)
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "div":
+            if self._markdown_at == self._divs:
+                self._markdown_at = None
+            self._divs -= 1
         if tag == "script" and self._script is not None:
             self.found.append("script text: " + "".join(self._script).strip())
             self._script = None
 
 
-def active_parts(html: str) -> list[str]:
+def active_parts(html: str, *, markdown: bool = False) -> list[str]:
     """What in ``html`` could run or steer the page: active elements (with a script's text), ``on*`` attributes,
-    ``javascript:`` URLs, ids and classes."""
-    parser = _ActiveParts()
+    ``javascript:`` URLs, and ids and classes in a rendered Markdown cell (``markdown``: all of ``html`` is one)."""
+    parser = _ActiveParts(markdown)
     parser.feed(html)
     parser.close()
     return parser.found

@@ -167,7 +167,7 @@ def test_image_metadata_keeps_only_a_numeric_size() -> None:
 
 def test_markdown_renders_inert_and_readable() -> None:
     hostile = (lab_tools.FIXTURES / "hostile" / "broken" / "xss_markdown.md").read_text(encoding="utf-8")
-    assert html_pages.active_parts(markdown_to_safe_html(hostile)) == []
+    assert html_pages.active_parts(markdown_to_safe_html(hostile), markdown=True) == []
     honest = markdown_to_safe_html("# Part 1\n\nSee [the docs](https://pytorch.org) and `x.view(2, 3)`.\n\n"
                                    "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\nx = 1\n```")
     for kept in ("<h1>Part 1", '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
@@ -179,7 +179,7 @@ def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:
     """No id (the formgrader finds score fields by id) and no class but code highlighting's (Bootstrap's modal)."""
     page = markdown_to_safe_html('### test_flatten_heads\n\n<div class="modal show in">12 / 12</div>\n\n'
                                  '<span class="n">x</span> <p class="k navbar-fixed-top">y</p>')
-    parts = html_pages.active_parts(page)
+    parts = html_pages.active_parts(page, markdown=True)
     assert not [part for part in parts if " id=" in part], parts
     assert parts == [], parts
     assert '<span class="n">x</span>' in page and "modal" not in page
@@ -197,7 +197,7 @@ def test_the_formgrader_of_the_course_renders_markdown_through_the_sanitiser(mon
     exporter = HTMLExporter(config=extension.config)
     assert exporter.template_name == "formgrade"
     markdown = (lab_tools.FIXTURES / "hostile" / "broken" / "xss_markdown.md").read_text(encoding="utf-8")
-    assert html_pages.active_parts(exporter.environment.filters["markdown2html"](markdown)) == []
+    assert html_pages.active_parts(exporter.environment.filters["markdown2html"](markdown), markdown=True) == []
 
 
 # --------------------------------------------------------------------------------- a small course
