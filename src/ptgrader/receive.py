@@ -24,8 +24,8 @@ import time
 from typing import Any
 
 import nbformat
-from nbformat.notebooknode import NotebookNode
 from nbclient.exceptions import CellTimeoutError
+from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import output_from_msg
 
 from . import channel
