@@ -162,12 +162,16 @@ def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
     for function in ast.walk(node):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        arguments = function.args
-        names = {arg.arg for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
-                                     arguments.vararg, arguments.kwarg) if arg} - {"self", "cls"}
+        names = _argument_names(function.args) - {"self", "cls"}
         for inner in ast.walk(function):
             if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id in names:
                 yield f"a call of the argument {inner.func.id} (it can recurse)", inner.lineno
+
+
+def _argument_names(arguments: ast.arguments) -> set[str]:
+    """The names a function's parameters bind, ``*args`` and ``**kwargs`` included."""
+    return {arg.arg for arg in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                arguments.vararg, arguments.kwarg) if arg}
 
 
 def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]:
@@ -177,8 +181,7 @@ def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]
     used = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
     if isinstance(node, _DEFINITIONS):
         used -= {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
-        used -= {arg.arg for inner in ast.walk(node) if isinstance(inner, ast.arguments)
-                 for arg in (*inner.posonlyargs, *inner.args, *inner.kwonlyargs, inner.vararg, inner.kwarg) if arg}
+        used -= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
     methods = {inner.name for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
     used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (callables | methods)
     return used & known
