@@ -44,12 +44,14 @@ a display nested 3,000 deep, and active HTML in Markdown and in an image's metad
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import inspect
 import json
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -310,11 +312,30 @@ def _escape_codes_in_a_name(folder: Path, course: Path, lab: str) -> None:
 def _deep_folders(folder: Path, course: Path, lab: str) -> None:
     """Beside the notebook, 998 folders each inside the last: Python 3.11's os.walk ran out of recursion in
     the grader's check of the folder, and the whole run exited 1 with no student graded."""
-    deepest = folder
-    for _ in range(998):  # one level at a time: pathlib's mkdir(parents=True) recurses too
-        deepest = deepest / "n"
-        deepest.mkdir()
-    (deepest / "leaf.txt").write_text("deep\n")
+    (nest_folders(folder, 998) / "leaf.txt").write_text("deep\n")
+
+
+def nest_folders(top: Path, levels: int) -> Path:
+    """``levels`` folders, each inside the last, under ``top`` (made if missing); the deepest one.
+
+    One level at a time: pathlib's ``mkdir(parents=True)`` recurses too."""
+    top.mkdir(parents=True, exist_ok=True)
+    for _ in range(levels):
+        top = top / "n"
+        top.mkdir()
+    return top
+
+
+@contextlib.contextmanager
+def little_recursion(frames: int = 60) -> Iterator[None]:
+    """Python's recursion limit set ``frames`` above the caller's depth: a hundred nested folders then show
+    what a thousand would under the default limit."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _broken_submissions() -> list[HostileCase]:

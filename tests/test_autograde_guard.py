@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import json
 import os
 import select
@@ -848,18 +847,10 @@ def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
 def test_a_course_record_walks_a_submission_nested_deeper_than_pythons_recursion(tmp_path: Path) -> None:
     """A submission 998 folders deep made the record (taken before every student's run) raise RecursionError,
     and the whole class came out unprocessed: here 200 levels under a limit 60 frames above the test's depth."""
-    folder = tmp_path / "submitted" / "mallory" / "lab"
-    folder.mkdir(parents=True)
-    for _ in range(200):
-        folder = folder / "n"
-        folder.mkdir()
+    folder = hostile.nest_folders(tmp_path / "submitted" / "mallory" / "lab", 200)
     (folder / "leaf.txt").write_text("deep")
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(len(inspect.stack(0)) + 60)
-    try:
+    with hostile.little_recursion():
         record = CourseRecord.take(tmp_path)
-    finally:
-        sys.setrecursionlimit(limit)
     assert [path for path in record.files if path.endswith("leaf.txt")] == [str(folder.relative_to(tmp_path) / "leaf.txt")]
 
 

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import inspect
 import io
 import json
 import os
@@ -28,7 +27,7 @@ from ptgrader import intake
 from ptgrader.autograde import relay
 from ptgrader.outputs import METADATA, make_safe
 from ptgrader.safe_html import markdown_to_safe_html
-from tests import html_pages, lab_tools, run_profile
+from tests import hostile, html_pages, lab_tools, run_profile
 
 ESCAPE_CODES = "\x1b[2J\x1b[H[AutogradeApp | INFO] fine"
 
@@ -119,17 +118,9 @@ def test_folders_nested_deeper_than_a_lab_needs_are_refused_without_a_deep_walk(
     The same happens here with 100 levels under a recursion limit 60 frames above the test's own depth.
     """
     folder = _submission(tmp_path)
-    deepest = folder
-    for _ in range(100):
-        deepest = deepest / "n"
-        deepest.mkdir()
-    (deepest / "leaf.txt").write_text("deep")
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(len(inspect.stack(0)) + 60)
-    try:
+    (hostile.nest_folders(folder, 100) / "leaf.txt").write_text("deep")
+    with hostile.little_recursion():
         found = intake.problems(folder)
-    finally:
-        sys.setrecursionlimit(limit)
     assert found == [f"folders nested more than {intake.MAX_DEPTH} levels deep"]
     shallow = _submission(tmp_path / "other")
     shallow.joinpath(*["n"] * (intake.MAX_DEPTH - 1)).mkdir(parents=True)
