@@ -89,6 +89,20 @@ def test_a_float64_tensor_rounded_through_float32_is_not_the_float64_result() ->
     assert channel.differences({"result": through_float32}, lenient) == []
 
 
+def test_only_identical_tensors_skip_assert_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path (torch.equal) takes a tensor equal in dtype, shape and values; anything else is assert_close's."""
+    asked = []
+    monkeypatch.setattr(torch.testing, "assert_close", lambda actual, expected, **_: asked.append(actual))
+    values = torch.tensor([[1.0, -2.5], [0.0, 3.0]])
+    reference = {"t": Output(values, device="cpu")}
+    assert channel.differences({"t": Output(values.t().contiguous().t(), device="cpu")}, reference) == []
+    assert asked == []  # equal values in another layout of strides: no tolerance needed
+    for other in (values.double(), values.reshape(4), values + 1e-6, torch.tensor([[1.0, -2.5], [math.nan, 3.0]])):
+        channel.differences({"t": Output(other, device="cpu")}, reference)
+        assert asked.pop() is other
+    assert not channel.identical(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))  # torch.equal alone would say equal
+
+
 def test_differences_name_what_is_wrong() -> None:
     reference = {
         "values": Output(torch.tensor([1.0, math.nan]), device="cpu"),

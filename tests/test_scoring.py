@@ -203,6 +203,31 @@ def test_a_list_in_one_message_is_received_output_by_output() -> None:
     assert received["kept"].value == 4 and any(name.startswith("(malformed output") for name in received)
 
 
+def test_outputs_sent_out_skip_nbclients_copy_and_honour_a_waiting_clear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A display sent to the grader is read from the message (nbclient's NotebookNode copy of it cost a third of the
+    grader's CPU on messages); a clear_output(wait=True) before it clears as nbclient would; with a display id it
+    takes nbclient's way, and is dropped just the same."""
+    from nbclient import client as nbclient_module
+
+    from ptgrader import channel
+
+    copies: list[object] = []
+    copy = nbclient_module.output_from_msg
+    monkeypatch.setattr(nbclient_module, "output_from_msg", lambda msg: copies.append(msg) or copy(msg))
+    grader, outs = _guarded_receiver()
+    grader.output(outs, _message("display_data"), None, 0)
+    grader.clear_before_next_output = True
+    sent = {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+            "content": {"data": {channel.MIME: [{"name": "a", "typed": 1}]}, "metadata": {}, "transient": {}}}
+    assert grader.output(outs, sent, None, 0) is None
+    assert outs == [] and not grader.clear_before_next_output and len(copies) == 1  # only the plain display
+    shown = {**sent, "content": {**sent["content"], "data": {channel.MIME: [{"name": "b", "typed": 2}]},
+                                 "transient": {"display_id": "d"}}}
+    assert grader.output(outs, shown, "d", 0) is None
+    assert outs == [] and len(copies) == 2 and grader._display_id_map == {}
+    assert {name: output.value for name, output in grader.emitted[0].items()} == {"a": 1, "b": 2}
+
+
 def test_past_the_most_outputs_the_rest_of_a_message_is_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """A list of a million outputs costs the grader what MAX_OUTPUTS of them cost, no more."""
     from ptgrader import channel, receive
