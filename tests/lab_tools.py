@@ -149,32 +149,27 @@ class Fixture:
         return IN_KERNEL_MARK in self.source().splitlines()
 
 
-#: How many wrong answers, each in a different part, one graded submission holds at most (``fixture_groups``).
-GROUP_SIZE = 4
-
-
 def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
-    """Student id -> the wrong answers submitted together: fixtures of different parts, one part left out.
+    """Student id -> the wrong answers submitted together: at most one fixture of each part.
 
-    Why groups: every graded submission re-runs the whole lab (seconds of kernel time), and a lab's
-    parts are independent, so one submission can prove several fixtures at once: each must lose its
-    own part, and every part without a fixture in it must keep full marks. A group holds at most
-    GROUP_SIZE fixtures and always leaves at least one part (every part has fixtures) untouched,
-    so each submission still shows that the other parts keep their marks. That divides the grading
-    time of the fixtures by the group's size; what it cannot see is a fixture that also breaks
-    another part of its group.
-    Deterministic: the parts with the most fixtures left are grouped first, in file-name order.
+    Why groups: every graded submission re-runs the whole lab (seconds of kernel time in labs 05 and
+    06), and a lab's parts are independent, so one submission can prove several fixtures at once:
+    each must lose its own part, and a part without a fixture in the group must keep full marks.
+    Group ``k`` holds the ``k``-th fixture (in file-name order) of every part that has that many: as
+    few submissions as the part with the most fixtures needs. The first groups are wrong in every
+    part; the later ones leave the parts with fewer fixtures untouched, and show that the wrong
+    answers beside them cost those parts nothing (the solution's submission shows every part's full
+    marks). What grouping cannot see is a fixture that also breaks another part of its group.
+    Deterministic; the student id numbers the group, and the test's messages name its fixtures.
     """
-    left: dict[str, list[Fixture]] = {}
+    by_part: dict[str, list[Fixture]] = {}
     for fixture in sorted(lab_fixtures, key=lambda f: f.path.name):
-        left.setdefault(fixture.grade_id, []).append(fixture)
-    size = max(1, min(GROUP_SIZE, len(left) - 1))
-    groups: dict[str, list[Fixture]] = {}
-    while any(left.values()):
-        parts = sorted((part for part in left if left[part]), key=lambda part: (-len(left[part]), part))[:size]
-        chosen = [left[part].pop(0) for part in parts]
-        groups["wrong-" + "--".join(f.path.stem for f in chosen)] = chosen
-    return groups
+        by_part.setdefault(fixture.grade_id, []).append(fixture)
+    depth = max(map(len, by_part.values()), default=0)
+    return {
+        f"wrong-{index + 1:02d}": [found[index] for _, found in sorted(by_part.items()) if index < len(found)]
+        for index in range(depth)
+    }
 
 
 def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
@@ -370,9 +365,9 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
     """The submissions that prove a lab's checks: student id -> notebook file name -> notebook.
 
     ``solution``: the release with the source's solution cells (markers removed) -- must earn full
-    marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<fixture>--<fixture>``: the
-    solution with the cells of a few different parts replaced by typical wrong answers (``fixture_groups``),
-    so any points lost elsewhere come from those cells.
+    marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<NN>``: the solution with
+    the cells of several parts replaced by typical wrong answers, at most one of each part
+    (``fixture_groups``), so any points lost elsewhere come from those cells.
     """
     sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
     releases = {p.name: nbformat.read(p, as_version=4) for p in release_notebooks(lab, course)}

@@ -6,8 +6,8 @@ For every lab in labs/source/ (found, not listed) these tests prove, with nbgrad
   at least one wrong-answer fixture in tests/fixtures/<lab>/;
 - the solution earns full marks, the untouched release earns zero, and each fixture (a typical
   wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses its own part's points while every
-  other part keeps full marks (fixtures are graded a few at a time, each from a different part, so
-  the other parts of its group are what this cannot see: ``lab_tools.fixture_groups``);
+  other part keeps full marks (fixtures are graded together, at most one of each part, so the other
+  parts of its group are what this cannot see: ``lab_tools.fixture_groups``);
 - every hostile submission of tests/hostile.py (cheats, a dead kernel, an endless loop, huge output,
   deleted or stripped cells) gets the grade it must get, the grader's report says what happened,
   and ``nbgrader autograde`` still exits 0 for the class.
@@ -189,9 +189,10 @@ def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
     assert grouped == sorted(f.path for f in lab_fixtures), f"{lab}: a fixture is graded twice or never"
     mixed = [student for student, group in groups.items() if len({f.grade_id for f in group}) != len(group)]
     assert not mixed, f"{lab}: groups with two fixtures of one part: {mixed}"
-    parts = len(_source_cells(lab)[1])
-    assert all(len(group) <= min(lab_tools.GROUP_SIZE, parts - 1) for group in groups.values()), (
-        f"{lab}: a group leaves no part untouched, so no submission shows that the others keep their marks")
+    most = max(sum(f.grade_id == part for f in lab_fixtures) for part in {f.grade_id for f in lab_fixtures})
+    assert len(groups) == most, f"{lab}: {len(groups)} submissions for fixtures that {most} can hold"
+    untouched = [student for student, group in groups.items() if len(group) < len(_source_cells(lab)[1])]
+    assert untouched, f"{lab}: every group is wrong in every part, so none shows that the others keep their marks"
 
 
 def test_grading_commands_take_labs_of_about_as_many_students_each() -> None:
