@@ -7,6 +7,8 @@ and every BLAS and OpenMP pool gets one thread. A committed output that depends 
 summed the floats (the last bits of a loss, a diverging run, a max error of 3e-08 that is 0 elsewhere)
 then fails on the author's own machine, before it fails on a contributor's different CPU.
 
+Its timings are short (``SMOKE_TIMING``): their outputs are never compared.
+
 Usage: `python -m tests.kernels` prints the settings as `NAME=value` words for `env`.
 """
 
@@ -22,6 +24,11 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THRE
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 #: ATen's portable kernels, for a machine whose best is AVX2 (or anything that is not AVX-512).
 PORTABLE = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+#: ptlabs' timings in a few milliseconds each (ptlabs.timing's smoke mode): the validation ignores every timing
+#: output (``nbval-ignore-output``) and checks that the timing cells run; verdicts are measured by `make
+#: refresh` and `make check-timings`, on a quiet machine. Their tenths of a second per measurement were a
+#: quarter of the chapters' CPU in `make test`.
+SMOKE_TIMING = {"PTLABS_TIMING": "smoke"}
 
 
 def native_capability() -> str:
@@ -44,7 +51,7 @@ def validation_env(native: str | None = None) -> dict[str, str]:
     native = native_capability() if native is None else native
     isa = AVX2 if native.upper().startswith("AVX512") else PORTABLE
     cache = Path(tempfile.gettempdir()) / f"torchinductor-validation-{isa['ATEN_CPU_CAPABILITY']}"
-    return {**isa, **ONE_THREAD, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    return {**isa, **ONE_THREAD, **SMOKE_TIMING, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
 
 
 def describe(env: dict[str, str], native: str | None = None) -> str:

@@ -48,6 +48,32 @@ def test_measure_uses_torch_benchmark() -> None:
     assert measurement.median > 0
 
 
+def test_the_validations_smoke_mode_shortens_every_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/kernels.py sets PTLABS_TIMING=smoke for the book's validation, which ignores timing outputs: every
+    measurement lasts milliseconds, with the same rounds and table; unset (a reader, `make refresh`), as asked."""
+    from torch.utils import benchmark
+
+    from ptlabs import timing
+    from tests.kernels import SMOKE_TIMING
+
+    asked: list[float] = []
+    real = benchmark.Timer.blocked_autorange
+
+    def recorded(self: benchmark.Timer, *args: object, min_run_time: float, **kwargs: object) -> object:
+        asked.append(min_run_time)
+        return real(self, *args, min_run_time=min_run_time, **kwargs)
+
+    monkeypatch.setattr(benchmark.Timer, "blocked_autorange", recorded)
+    fns = {"a": lambda: torch.ones(8).sum(), "b": lambda: torch.ones(8).mean()}
+    ptlabs.compare(fns, label="plain", min_run_time=0.05, show=False)
+    assert set(asked) == {0.05, 0.02}  # the candidates', and the machine check's own
+    asked.clear()
+    monkeypatch.setenv(*next(iter(SMOKE_TIMING.items())))
+    result = ptlabs.compare(fns, label="smoke", min_run_time=0.05, show=False)
+    ptlabs.measure(fns["a"])
+    assert set(asked) == {timing._SMOKE_RUN_TIME} and len(result.times["a"]) == 7
+
+
 def test_compare_interleaves_rounds_and_prints_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
     calls: list[str] = []
 
