@@ -18,6 +18,7 @@ placeholder).
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -83,17 +84,20 @@ def active_parts(html: str, *, markdown: bool = False) -> list[str]:
     return parser.found
 
 
-def feedback_pages(course: Path, lab: str, students: str) -> dict[str, str]:
-    """student -> the page ``nbgrader generate_feedback`` makes, for the students matching the glob ``students``."""
-    lab_tools.run_nbgrader(["generate_feedback", lab, f"--CourseDirectory.student_id={students}"], course)
+def feedback_pages(course: Path, lab: str, students: str, exclude: Collection[str] = ()) -> dict[str, str]:
+    """student -> the page ``nbgrader generate_feedback`` makes, for the students matching the glob ``students``
+    but those in ``exclude``."""
+    excluded = [f"--CourseDirectory.student_id_exclude={','.join(sorted(exclude))}"] if exclude else []
+    lab_tools.run_nbgrader(["generate_feedback", lab, f"--CourseDirectory.student_id={students}", *excluded], course)
     return {
         path.parent.parent.name: path.read_text(encoding="utf-8")
         for path in sorted((course / "feedback").glob(f"{students}/{lab}/*.html"))
     }
 
 
-def formgrader_pages(course: Path, lab: str, students: str) -> dict[str, str]:
-    """student -> the formgrader's view of the submission, made as its handler makes it.
+def formgrader_pages(course: Path, lab: str, students: str, exclude: Collection[str] = ()) -> dict[str, str]:
+    """student -> the formgrader's view of the submission, made as its handler makes it (the students matching
+    the glob ``students`` but those in ``exclude``).
 
     The formgrader renders the graded notebook with an ``HTMLExporter`` configured by the course's
     nbgrader_config.py, its ``formgrade`` template and the submission's gradebook record
@@ -113,6 +117,8 @@ def formgrader_pages(course: Path, lab: str, students: str) -> dict[str, str]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for path in sorted((course / "autograded").glob(f"{students}/{lab}/*.ipynb")):
             student = path.parent.parent.name
+            if student in exclude:
+                continue
             submission = gradebook.find_submission_notebook(path.stem, lab, student)
             resources = {
                 "assignment_id": lab, "notebook_id": path.stem, "submission_id": submission.id, "index": 0,
