@@ -500,19 +500,27 @@ def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, 
     }
 
 
-def command_groups(class_sizes: Mapping[str, int], commands: int) -> list[list[str]]:
-    """The labs each grading command grades: at most ``commands`` groups of about as many students each.
+#: What a submission costs to grade in a lab, against one of lab 01's (a lab not listed counts as 1): the kernel CPU
+#: of a run submission, from the grader's reports of 2026-12-04 (lab 05 4.7 s: torch.compile and the profiler;
+#: lab 06 3.5 s: torch.export and ONNX; the others 0.7 to 1.0 s). Only how the commands share the labs depends
+#: on it: by students alone, labs 05 and 06 fell in one command, which ran 370 s while the other ran 200.
+SUBMISSION_WEIGHT = {"lab05_acceleration": 5, "lab06_distributed_export": 4}
 
-    Each lab, the largest class first, joins the group with the fewest students so far; the groups are
-    returned largest first, and each keeps its labs in name order.
+
+def command_groups(class_sizes: Mapping[str, float], commands: int) -> list[list[str]]:
+    """The labs each grading command grades: at most ``commands`` groups of about as much work each.
+
+    ``class_sizes``: each lab's students, weighted by what one costs (``SUBMISSION_WEIGHT``). Each lab,
+    the largest first, joins the group with the least so far; the groups are returned largest first,
+    and each keeps its labs in name order.
     """
     groups: list[list[str]] = [[] for _ in range(max(1, commands))]
-    students = [0] * len(groups)
+    work = [0.0] * len(groups)
     for lab in sorted(class_sizes, key=lambda lab: (-class_sizes[lab], lab)):
-        fewest = students.index(min(students))
+        fewest = work.index(min(work))
         groups[fewest].append(lab)
-        students[fewest] += class_sizes[lab]
-    ranked = sorted(range(len(groups)), key=lambda index: -students[index])
+        work[fewest] += class_sizes[lab]
+    ranked = sorted(range(len(groups)), key=lambda index: -work[index])
     return [sorted(groups[index]) for index in ranked if groups[index]]
 
 
@@ -530,8 +538,8 @@ def grade_labs(
     Why the shape: one ``nbgrader autograde`` call grades its students one after the other, and
     each call pays a start of its own (nbgrader and a warm server importing torch: about 7 s of CPU on
     the 2-core machine, where four light labs graded by one command took 72 s of CPU and by four 100 s).
-    So the labs are graded by ``jobs`` ordinary commands (``command_groups``: labs of about as many
-    students together, in one copy of the course whose gradebook knows every lab, see
+    So the labs are graded by ``jobs`` ordinary commands (``command_groups``: labs of about as much work
+    together, in one copy of the course whose gradebook knows every lab, see
     generate_assignments), each of several labs by ``nbgrader autograde "*"``, which still runs each
     lab's source once for its reference outputs, with torch's threads set so that jobs times threads
     fits the cores, the commands side by side. ``runtime_lab`` also gets a course of its own whose
@@ -588,7 +596,8 @@ def grade_labs(
                 outcome[lab] = exc
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
-        groups = command_groups({lab: len(submissions[lab]) for lab in names if lab not in outcome}, jobs)
+        work = {lab: len(submissions[lab]) * SUBMISSION_WEIGHT.get(lab, 1) for lab in names if lab not in outcome}
+        groups = command_groups(work, jobs)
         group_courses = [workdir / f"class{index}" for index in range(len(groups))]
         for future in [pool.submit(submit_group, group, course) for group, course in zip(groups, group_courses)]:
             future.result()

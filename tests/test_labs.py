@@ -195,13 +195,17 @@ def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
     assert untouched, f"{lab}: every group is wrong in every part, so none shows that the others keep their marks"
 
 
-def test_grading_commands_take_labs_of_about_as_many_students_each() -> None:
-    """Each command pays nbgrader's start and a warm server's imports once: labs share commands, balanced."""
+def test_grading_commands_take_labs_of_about_as_much_work_each() -> None:
+    """Each command pays nbgrader's start and a warm server's imports once: labs share commands, balanced by their
+    students, weighted by what one costs (lab_tools.SUBMISSION_WEIGHT)."""
     sizes = {"a": 55, "b": 26, "c": 25, "d": 24, "e": 22, "f": 22, "g": 22}
     assert lab_tools.command_groups(sizes, 4) == [["a"], ["b", "g"], ["c", "f"], ["d", "e"]]
     assert lab_tools.command_groups(sizes, 1) == [sorted(sizes)]
     assert lab_tools.command_groups({"a": 3, "b": 1}, 4) == [["a"], ["b"]]  # never an empty command
     assert lab_tools.command_groups({}, 4) == []
+    heavy = sorted(lab_tools.SUBMISSION_WEIGHT)  # the costliest labs, graded by different commands
+    weighted = {lab: 25 * lab_tools.SUBMISSION_WEIGHT.get(lab, 1) for lab in {*LAB_NAMES, *heavy}}
+    assert not any(set(heavy) <= set(group) for group in lab_tools.command_groups(weighted, 2))
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)
