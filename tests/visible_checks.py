@@ -2,8 +2,8 @@
 
 A learner has the release notebook: its set-up, the parts and each part's visible check, and a ✅
 that must mean something. ``python -m tests.visible_checks LAB`` runs, in this one process, the lab's
-source cells as the release has them (hidden tests left out): first with the reference answers, then
-once per wrong answer in tests/fixtures/visible/LAB/ (and per graded fixture that its graded.txt
+source cells as the release has them (hidden tests left out): first with the reference answers, every
+visible check in one run, as a learner's Run All; then once per wrong answer in tests/fixtures/visible/LAB/ (and per graded fixture that its graded.txt
 names: the same mistake, kept once) with that answer in place of its part, stopping at that part's
 visible check. ``python -m tests.visible_checks LAB [LAB ...]`` prints one JSON object per line,
 ``{"lab": LAB, "results": {...}}``: ``reference`` and each fixture's file name -> the first failure
@@ -35,15 +35,16 @@ from tests import lab_tools
 VISIBLE_FIXTURES = lab_tools.FIXTURES / "visible"
 
 
-def first_failure(nb: nbformat.NotebookNode, part: str, answer: str | None) -> str | None:
-    """Run the notebook's cells up to ``part``'s visible check, ``answer`` replacing that part."""
+def first_failure(nb: nbformat.NotebookNode, part: str | None, answer: str | None) -> str | None:
+    """Run the notebook's cells up to ``part``'s visible check, ``answer`` replacing that part; ``part`` None:
+    every cell and every visible check, in order, as a learner's Run All does."""
     namespace: dict[str, object] = {}
     for cell in nb.cells:
         meta = lab_tools.nbgrader_meta(cell)
         grade_id = meta.get("grade_id", "")
         if cell.cell_type != "code" or grade_id == "bootstrap":  # ptlabs is installed here
             continue
-        if meta.get("grade") and grade_id != f"test_{part}":  # other parts' checks
+        if part is not None and meta.get("grade") and grade_id != f"test_{part}":  # other parts' checks
             continue
         source = answer if answer is not None and grade_id == part else cell.source
         source = source.split(lab_tools.BEGIN_HIDDEN)[0]
@@ -54,6 +55,8 @@ def first_failure(nb: nbformat.NotebookNode, part: str, answer: str | None) -> s
             return f"{type(exc).__name__}: {exc}"
         if grade_id == f"test_{part}":
             return None
+    if part is None:
+        return None
     raise lab_tools.LabToolError(f"no visible check test_{part} in the lab")
 
 
@@ -72,8 +75,7 @@ def visible_fixtures(lab: str) -> list[lab_tools.Fixture]:
 def run(lab: str) -> dict[str, str | None]:
     (path,) = lab_tools.source_notebooks(lab)
     nb = nbformat.read(path, as_version=4)
-    parts = list(lab_tools.solution_cells(nb))
-    results = {"reference": next((f for p in parts if (f := first_failure(nb, p, None))), None)}
+    results = {"reference": first_failure(nb, None, None)}  # the answers of the source: one run, every check
     for fixture in visible_fixtures(lab):
         results[fixture.path.name] = first_failure(nb, fixture.grade_id, fixture.source())
     return results
