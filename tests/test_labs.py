@@ -204,6 +204,7 @@ def test_grading_commands_take_labs_of_about_as_much_work_each() -> None:
     assert lab_tools.command_groups({"a": 3, "b": 1}, 4) == [["a"], ["b"]]  # never an empty command
     assert lab_tools.command_groups({}, 4) == []
     heavy = sorted(lab_tools.SUBMISSION_WEIGHT)  # the costliest labs, graded by different commands
+    assert set(heavy) <= set(LAB_NAMES), f"SUBMISSION_WEIGHT names labs that do not exist: {set(heavy) - set(LAB_NAMES)}"
     weighted = {lab: 25 * lab_tools.SUBMISSION_WEIGHT.get(lab, 1) for lab in {*LAB_NAMES, *heavy}}
     assert not any(set(heavy) <= set(group) for group in lab_tools.command_groups(weighted, 2))
 
