@@ -314,7 +314,7 @@ def withheld_twins(cases: list[hostile.HostileCase]) -> list[str]:
     A withheld submission is never run: its graded notebook is its own cells (the same cells as its twin's, whose
     page is made) and the grader's GradingWithheld errors, which name the rule, a cell, a line and an attribute
     or module. The first of them keeps its pages, for the shape of a withheld notebook; the others' (two pages of
-    about half a second each, for each of 24 cases) would show the same student cells again.
+    about half a second each, for each of 23 cases) would show the same student cells again.
     """
     runtime = {case.name for case in cases if not case.policy}
     withheld = sorted(case.student for case in cases if case.policy and case.flag == "withheld" and case.name in runtime)

@@ -2,10 +2,11 @@
 
 A learner has the release notebook: its set-up, the parts and each part's visible check, and a ✅
 that must mean something. ``python -m tests.visible_checks LAB`` runs, in this one process, the lab's
-source cells as the release has them (hidden tests left out): first with the reference answers, every
-visible check in one run, as a learner's Run All; then once per wrong answer in tests/fixtures/visible/LAB/ (and per graded fixture that its graded.txt
-names: the same mistake, kept once) with that answer in place of its part, stopping at that part's
-visible check. ``python -m tests.visible_checks LAB [LAB ...]`` prints one JSON object per line,
+source cells as the release has them (hidden tests left out): first with the reference answers,
+every visible check in one run, as a learner's Run All; then once per wrong answer in
+tests/fixtures/visible/LAB/ (and per graded fixture that its graded.txt names: the same mistake,
+kept once) with that answer in place of its part, stopping at that part's visible check.
+``python -m tests.visible_checks LAB [LAB ...]`` prints one JSON object per line,
 ``{"lab": LAB, "results": {...}}``: ``reference`` and each fixture's file name -> the first failure
 (``Type: message``), or null when every visible check passed; or ``{"lab": LAB, "error": "..."}``
 when the lab could not be run at all.

@@ -128,9 +128,7 @@ class OutputReceiver:
             self._forget_display(display_id, cell_index, len(outs) - 1)
         if out.output_type == "display_data" and channel.MIME in out.get("data", {}):
             self._drop_last(outs, display_id, cell_index)  # sent to the grader: never in the graded notebook
-            for payload in channel.payloads(out.data[channel.MIME]):
-                if not self._receive(payload, cell_index):
-                    break
+            self._receive_all(out.data[channel.MIME], cell_index)
             return None
         if make_safe(out):
             self._report.unsafe_outputs += 1
@@ -160,9 +158,7 @@ class OutputReceiver:
             outs[:] = []
             self.clear_display_id_mapping(cell_index)  # type: ignore[attr-defined]
             self.clear_before_next_output = False
-        for payload in channel.payloads(data[channel.MIME]):
-            if not self._receive(payload, cell_index):
-                break
+        self._receive_all(data[channel.MIME], cell_index)
         return True
 
     def _charge_time(self, cell_index: int) -> None:
@@ -275,6 +271,12 @@ class OutputReceiver:
         return kept
 
     # ------------------------------------------------------------------------- outputs sent out (channel)
+
+    def _receive_all(self, data: object, cell_index: int) -> None:
+        """Keep each output of one display sent to the grader, until the submission's outputs are over their bounds."""
+        for payload in channel.payloads(data):
+            if not self._receive(payload, cell_index):
+                break
 
     def _receive(self, payload: object, cell_index: int) -> bool:
         """Keep one output the kernel sent out (decoded as safetensors or JSON: nothing runs), within bounds.
