@@ -415,6 +415,10 @@ def writable(path):  # opens for writing, writes nothing, removes what it create
         os.unlink(path)
     return "yes"
 status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+mounts = {}  # mount point -> "rw" or "ro", the topmost mount's
+for line in open("/proc/self/mountinfo"):
+    fields = line.split()
+    mounts[fields[4]] = "ro" if "ro" in fields[5].split(",") else "rw"
 probe = socket.socket()
 try:
     probe.connect(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else PORT))
@@ -435,6 +439,7 @@ print(json.dumps({
     "caps": status["CapEff"].strip(), "no_new_privs": status["NoNewPrivs"].strip(),
     "limits": {n: resource.getrlimit(getattr(resource, "RLIMIT_" + n))[0] for n in ("AS", "NPROC", "FSIZE", "CORE")},
     "network": network, "signal_grader": signal_grader, "bytecode": sys.dont_write_bytecode,
+    "writable_mounts": sorted(point for point, mode in mounts.items() if mode == "rw"),
 }))
 """
 
@@ -472,6 +477,8 @@ def test_a_jailed_kernel_sees_only_itself_and_writes_only_its_own_folders(tmp_pa
     assert all(writes[p] == "yes" for p in (jail.HOME + "/x", jail.WORK + "/x", "/tmp/x", "/dev/shm/x")), writes
     assert all(writes[p] in ("Read-only file system", "Permission denied") for p in list(writes)[:4]), writes
     assert seen["caps"] == "0000000000000000" and seen["no_new_privs"] == "1"
+    # every other mount read-only, those a recursive bind brings below a folder too (/sys/fs/cgroup's groups)
+    assert set(seen["writable_mounts"]) <= {*jail.WRITABLE, *jail.DEVICES, "/proc"}, seen["writable_mounts"]
     assert seen["network"] in ("Connection refused", "Network is unreachable"), seen["network"]
     assert seen["signal_grader"] == "No such process"  # the grader is not in the kernel's PID namespace
     assert seen["bytecode"] is True

@@ -74,6 +74,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import resource
 import select
 import signal
@@ -545,11 +546,47 @@ def _bind(source: str, target: str, *, readonly: bool, recursive: bool = False) 
         if not os.path.exists(target):
             open(target, "a").close()
     _mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
-    kept = os.statvfs(source).f_flag
+    _remount(target, readonly=readonly)
+    if recursive and readonly:
+        for below in _mount_points_below(target):
+            _remount(below, readonly=True)
+
+
+def _remount(target: str, *, readonly: bool) -> None:
+    """Remount a bind with the flags Linux locks kept (a user namespace may add flags, never drop them)."""
+    kept = os.statvfs(target).f_flag
     flags = MS_BIND | MS_REMOUNT | MS_NOSUID | sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
     if readonly:
         flags |= MS_RDONLY | MS_NODEV
     _mount(None, target, None, flags)
+
+
+def _mount_points_below(target: str) -> list[str]:
+    """The mounts that the bind on ``target`` brought below it (this namespace's table), parents first.
+
+    Why: a recursive bind brings them with their own flags. In a user namespace the only bind Linux
+    allows of /sys is recursive, and it brought /sys/fs/cgroup's hierarchies writable: a kernel running
+    as the grader's own uid outside could write the groups that uid owns (freeze the grading run, or
+    kill the instructor's session through a delegated cgroup v2). Only the new mount's descendants: an
+    older mount under ``target`` (a bind made before, now hidden below the new one) is no mount point
+    any more.
+    """
+    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+        rows = [line.split() for line in table]
+    tops = [row[0] for row in rows if _unescaped(row[4]) == target]
+    if not tops:
+        return []
+    family, points = {tops[-1]}, []
+    for row in rows:  # Linux lists a mount after its parent
+        if row[1] in family and row[0] not in family:
+            family.add(row[0])
+            points.append(_unescaped(row[4]))
+    return points
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes are written as octal escapes (``\\040``)."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match[1], 8)), field)
 
 
 def _loopback_up() -> None:
