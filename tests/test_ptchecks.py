@@ -6,6 +6,7 @@ because that is exactly what a cheating solution cell does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -206,6 +207,24 @@ def test_canaries_notice_a_global_module_hook() -> None:
             grading.canaries()
     finally:
         handle.remove()
+
+
+def test_canaries_leave_out_a_global_hook_torch_left_behind() -> None:
+    """torch 2.11's export left a buffer-registration hook of torch._functorch behind (seen on an H200)."""
+    torch_file = os.path.join(os.path.dirname(torch.__file__), "_functorch", "left_behind.py")
+    namespace: dict[str, object] = {}
+    exec(compile("def left_behind(module, name, buffer):\n    return buffer", torch_file, "exec"), namespace)
+    torchs_own = torch.nn.modules.module.register_module_buffer_registration_hook(namespace["left_behind"])
+    try:
+        grading.canaries()
+        students = torch.nn.modules.module.register_module_buffer_registration_hook(lambda *args: None)
+        try:
+            with pytest.raises(grading.GraderTampered, match="a global nn.Module hook was registered"):
+                grading.canaries()
+        finally:
+            students.remove()
+    finally:
+        torchs_own.remove()
 
 
 def test_torchs_own_dynamo_wrapper_is_not_tampering() -> None:

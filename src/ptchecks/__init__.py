@@ -341,10 +341,28 @@ def _ipython_transformers() -> tuple[Any, ...]:
 
 
 def _global_module_hooks() -> int:
-    """Hooks registered for every nn.Module at once (``register_module_forward_hook`` and friends)."""
+    """Hooks registered for every nn.Module at once (``register_module_forward_hook`` and friends),
+    torch's own left out.
+
+    Why torch's own are left out: a torch build may leave hooks of its own behind, and an honest
+    answer must not read as tampering. torch 2.11's ``torch.export`` left one buffer-registration
+    hook per export (a function of ``torch._functorch``), seen on a GPU machine; 2.13 leaves none
+    on a CPU. A student cannot make a function whose code lives in torch's files: the code policy
+    refuses dunders and code built from strings.
+    """
     module = sys.modules["torch.nn.modules.module"]
     names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")]
-    return sum(len(getattr(module, name)) for name in names)
+    return sum(not _defined_in_torch(hook) for name in names for hook in getattr(module, name).values())
+
+
+def _defined_in_torch(hook: object) -> bool:
+    """Whether ``hook`` is a plain function whose code is in one of the installed torch's files."""
+    if type(hook) is not type(_defined_in_torch):
+        return False
+    return os.path.abspath(hook.__code__.co_filename).startswith(_TORCH_FOLDER)
+
+
+_TORCH_FOLDER = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 class _Snapshot:
