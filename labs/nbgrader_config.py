@@ -23,7 +23,7 @@ try:  # the grading service: in the repository's environment (`make setup`), not
     from ptgrader.execute import GuardedExecute
     from ptgrader.failsafe import GuardedExporter
     from ptgrader.repair import PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
-    from ptgrader.safe_html import markdown_to_safe_html
+    from ptgrader.safe_html import clean, markdown_to_safe_html
 except ImportError as missing:
     raise SystemExit(
         f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
@@ -80,6 +80,7 @@ c.LimitOutput.max_lines = 200
 c.OverwriteCells.add_missing_cells = True
 # The feedback page and the formgrader run nothing a submission wrote: nbgrader's templates render Markdown
 # cells with markdown2html alone, so that filter is replaced by one that sanitises (ptgrader.safe_html), and
-# nbconvert sanitises the rest (a student's <script> stays text).
+# nbconvert sanitises the rest (a student's <script> stays text), raw cells and code through the same allow-list
+# (nbconvert's own clean_html keeps any class and id: a raw cell drew Bootstrap's modal over the page).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html}
+c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html, "clean_html": clean}

@@ -9,10 +9,12 @@ need Linux, as root or with user namespaces (``python src/ptgrader/jail.py --che
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import copy
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -23,12 +25,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from ptgrader import cgroups, channel, contract, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
-from ptgrader.policy import LabNames, scan_cell, setup_module_names
+from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
 from tests import hostile, jail_tools, lab_tools, run_profile
 
@@ -231,6 +234,14 @@ CHEATS = {
     "t = torch.testing\n%timeit -n1 -r1 t.assert_close = print": "in %timeit: changes t...assert_close",
     "operator.methodcaller('__init__', 'torch.allclose = print')(timer)": "methodcaller reaching the dunder attribute __init__",
     "modules = [torch][0]\nmodules.ops.load_library('x.so')": "uses .ops",
+    # torch's own programs and files (the outside round ran a shell through collect_env.run)
+    "import torch.utils.collect_env as env_tools\nenv_tools.run('id')": "imports torch.utils.collect_env",
+    "torch.utils.collect_env.run('id')": "uses .collect_env",
+    "torch.backends.xeon.run_cpu.main(args)": "uses .xeon",
+    "prof.export_chrome_trace('/tmp/x')": "uses .export_chrome_trace",
+    "torch.profiler.tensorboard_trace_handler('/tmp/x')": "uses .tensorboard_trace_handler",
+    "torch.cuda.tunable.write_file('/tmp/x')": "uses .tunable",
+    "from torch.utils.tensorboard import SummaryWriter": "imports torch.utils.tensorboard",
     # aliases made in another cell (`t = torch.testing` there): what this cell cannot see may be a module
     "t.assert_close = print": "changes t...assert_close, and t comes from another cell",
     "def f():\n    [0 for t in ()]\n    t.assert_close = print": "and t comes from another cell",
@@ -334,6 +345,64 @@ def _lab_policy(lab: str) -> tuple[dict[str, str], LabNames, nbformat.NotebookNo
     locked = {meta["grade_id"]: cell.source for cell in nb.cells
               if cell.cell_type == "code" and (meta := lab_tools.nbgrader_meta(cell)).get("locked")}
     return setup_module_names(list(locked.values())), LabNames.of(locked, set(lab_tools.graded_cells(nb))), nb
+
+
+#: Calls that start another program or write a file at a path the caller gives.
+_STARTS_OR_WRITES = re.compile(
+    r"subprocess\.\w|Popen\(|os\.system|os\.popen|os\.exec|os\.spawn|ProcessPoolExecutor|open\([^)]*[\"'][wax]b?[\"']"
+    r"|\.write_(text|bytes)\(|os\.(remove|unlink|makedirs|rename)\(|shutil\.(copy|move|rmtree)"
+)
+#: Public torch modules that match and stay allowed, with why (each names a part the policy refuses, or is safe).
+_STARTS_OR_WRITES_ALLOWED = {
+    "torch/utils/data/dataloader.py": "worker processes: forks of the jailed kernel, within its process limit",
+    "torch/serialization.py": "reached only through torch.save / torch.load, refused by name",
+    "torch/fx/graph_module.py": "torch.fx is refused",
+    "torch/fx/passes/splitter_base.py": "torch.fx is refused",
+    "torch/onnx": "torch.onnx is refused",
+    "torch/cuda/memory.py": "only private functions (_dump_snapshot, _save_segment_usage) write",
+    "torch/xpu/memory.py": "only private functions write",
+    "torch/utils/benchmark/utils/common.py": "a temporary folder for the refused C++ timers (cpp_jit)",
+    "torch/utils/benchmark/utils/valgrind_wrapper": "reached through Timer.collect_callgrind, refused",
+    "torch/utils/benchmark/examples": "examples, not imported by torch",
+    "torch/utils/data/datapipes": "datapipes are refused",
+    "torch/utils/data/dataset.py": "no call writes: a docstring example",
+    "torch/profiler/_memory_profiler.py": "private",
+}
+
+
+def test_policy_names_every_torch_module_that_starts_programs_or_writes() -> None:
+    """Read the installed torch: every public module that starts a program or writes a file at a path of the
+    caller's is refused by a name in it (its path or the function), or is allowed above with a reason. A torch
+    release that adds one fails here, instead of handing a submission a shell as collect_env.run did."""
+    root = Path(torch.__file__).parent
+    unnamed = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).as_posix()
+        parts = relative.removesuffix(".py").split("/")
+        if any(part.startswith("_") for part in parts) or parts[1] in ("testing", "test", "include"):
+            continue
+        if any(relative.startswith(allowed) for allowed in _STARTS_OR_WRITES_ALLOWED):
+            continue
+        if not _STARTS_OR_WRITES.search(path.read_text(encoding="utf-8", errors="replace")):
+            continue
+        if not set(parts) & FORBIDDEN_ATTRIBUTES and not _writers_named(path):
+            unnamed.append(relative)
+    assert unnamed == [], f"refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it here: {unnamed}"
+
+
+def _writers_named(path: Path) -> bool:
+    """Whether every public function or method of ``path`` that starts or writes is refused by its own name
+    or its class's (a module the policy allows, as torch.profiler, may hold a few such functions)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    writers = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef):
+            writers.append((node.name, node, ""))
+        elif isinstance(node, ast.ClassDef):
+            writers += [(item.name, item, node.name) for item in node.body if isinstance(item, ast.FunctionDef)]
+    found = [(name, owner) for name, node, owner in writers
+             if _STARTS_OR_WRITES.search(ast.get_source_segment(text, node) or "")]
+    return bool(found) and all(name in FORBIDDEN_ATTRIBUTES or owner in FORBIDDEN_ATTRIBUTES for name, owner in found)
 
 
 @pytest.mark.parametrize("lab", lab_tools.lab_names())
@@ -895,8 +964,10 @@ def test_student_output_keeps_no_active_format() -> None:
     assert make_notebook_safe(nb) == 0
 
 
-def test_the_feedback_page_escapes_student_html(tmp_path: Path) -> None:
-    """The course configuration sanitises the feedback page's Markdown and outputs (nbconvert's sanitize_html)."""
+@pytest.mark.parametrize("template", ["classic", "lab"])
+def test_the_feedback_page_escapes_student_html(tmp_path: Path, template: str) -> None:
+    """The course configuration sanitises the feedback page's Markdown, outputs and raw cells (which an outside
+    round filled with Bootstrap's classes and a score field's id), and keeps code's highlighting."""
     from nbconvert import HTMLExporter
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -906,9 +977,16 @@ def test_the_feedback_page_escapes_student_html(tmp_path: Path) -> None:
         nbformat.v4.new_markdown_cell("My answer <script>alert('markdown')</script>"),
         nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("error", ename="E", evalue="<script>e</script>",
                                                                         traceback=["<script>alert('tb')</script>"])]),
+        nbformat.v4.new_raw_cell('<div class="modal-backdrop in" id="test_flatten_heads">12 / 12</div>'
+                                 '<a class="btn btn-primary" href="javascript:alert(1)" onclick="f()">Resubmit</a>'),
     ])
-    html, _ = HTMLExporter(config=config, template_name="classic").from_notebook_node(nb)
+    html, _ = HTMLExporter(config=config, template_name=template).from_notebook_node(nb)
     assert "<script>alert(" not in html
+    for steering in ('class="[^"]*modal-backdrop', 'id="test_flatten_heads"', 'class="[^"]*btn-primary',
+                     'href="javascript:', 'onclick="f'):
+        assert not re.search(steering, html), steering  # the page's own stylesheet and scripts name the classes
+    assert "<div>12 / 12</div>" in html  # the raw cell's text is still shown
+    assert re.search(r'<div class="highlight hl-[\w-]+"><pre>', html)  # code keeps its highlighting
 
 
 def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

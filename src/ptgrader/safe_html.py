@@ -10,6 +10,11 @@ bleach (nbconvert's own sanitiser) with an allow-list wide enough for what Markd
 (headings, tables, lists, code, links, images by URL), and no script, event handler, ``style``,
 frame, embedded object or ``javascript:``/``data:`` URL. A tag outside the list is shown as text.
 Images pasted into a cell (attachments, ``data:`` URLs) are not shown.
+
+The same :func:`clean` replaces nbconvert's ``clean_html`` filter, which the templates apply to raw cells
+(their source, as HTML) and to highlighted code: nbconvert's own allow-list keeps ``class`` and ``id``
+on every tag, so a raw cell drew Bootstrap's ``modal-backdrop`` over the feedback page, a styled fake
+score and button, and an id the formgrader's script would have taken for a score field.
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ CLASSES = frozenset(STANDARD_TYPES.values()) - {""} | {"highlight", "anchor-link
 
 def _kept(tag: str, name: str, value: str) -> bool:
     """Whether bleach keeps attribute ``name="value"`` on ``tag``."""
-    if name == "class":
-        return all(word in CLASSES for word in value.split())
+    if name == "class":  # highlighted code's "hl-<language>" too: no page's own class starts so
+        return all(word in CLASSES or word.startswith("hl-") for word in value.split())
     return name in OTHER_ATTRIBUTES.get(tag, ())
 #: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
 PROTOCOLS = frozenset({"http", "https", "mailto"})
