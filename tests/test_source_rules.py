@@ -73,6 +73,13 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
         ({3: "def pick(rows, i, again):\n    return rows if i == 0 else again(rows, i - 1, again)\n"
              "def segment_sum(v, ids, n):\n    return pick(v, 3, pick)"}, "a call of the argument again"),
         ({3: "def segment_sum(v, ids, n):\n    return torch.tensor(sum(v.tolist(), []))"}, ".tolist() (it moves values"),
+        # an outside round's: recursion through the methods Python calls without their names
+        ({3: "class Pick:\n    def __call__(self, v, i):\n        return v if i == 0 else self(v, i - 1)\n"
+             "def segment_sum(v, ids, n):\n    return Pick()(v, 3)"}, "recursion: __call__ calls itself"),
+        ({3: "class Rows:\n    def __init__(self, v, i):\n        self.v = v if i == 0 else type(self)(v, i - 1).v\n"
+             "def segment_sum(v, ids, n):\n    return Rows(v, 3).v"}, "recursion: __init__ calls itself"),
+        ({3: "class Rows:\n    def __len__(self):\n        return 0 if self.i == 0 else len(self)\n"
+             "def segment_sum(v, ids, n):\n    return v[:len(Rows())]"}, "recursion: __len__ calls itself"),
     ],
 )
 def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(
@@ -98,6 +105,10 @@ def test_a_local_rebound_elsewhere_is_not_recursion_nor_a_use() -> None:
 
 
 def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
+    honest_objects = ("class Scale:\n    def __init__(self, k):\n        self.k = k\n"
+                      "    def __call__(self, v):\n        return v * self.k\n"
+                      "def segment_sum(v, ids, n):\n    return Scale(1)(v)")  # a call of an object, no recursion
+    assert python_loops({3: honest_objects}, "segment_sum") == []
     cells = {
         3: VECTORISED,
         # Exploration elsewhere in the notebook, a local named like it, a magic: none is the function's.

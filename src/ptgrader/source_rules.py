@@ -16,8 +16,9 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   that Python iterates over (``__iter__``, ``__next__``, ``__getitem__``);
 - ``.tolist()``, ``.item()`` and ``.numpy()``, which move values into Python, where work per element needs
   no torch call (the meta device, part of these parts' domains, has no values to move anyway);
-- recursion: a function that reaches itself through any chain of the student's functions or methods, or
-  calls one of its own arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
+- recursion: a function that reaches itself through any chain of the student's functions or methods (the
+  methods Python calls unnamed included: ``self(...)`` calls ``__call__``), or calls one of its own
+  arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -184,7 +185,37 @@ def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]
         used -= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
     methods = {inner.name for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
     used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (callables | methods)
+    used |= set(_implicit_methods(node))
     return used & known
+
+
+#: Names that stand for the object a method runs on, or its class.
+_SELF, _CLS = frozenset({"self"}), frozenset({"cls"})
+
+
+def _implicit_methods(node: ast.AST) -> Iterator[str]:
+    """The methods Python calls for ``node`` without naming them: ``self(...)`` and an object made and called at
+    once (``Pick()(...)``) call ``__call__``; ``cls(...)`` and ``type(self)(...)`` make an object (``__init__``,
+    ``__post_init__``); ``len(self)``, ``str(self)``, ``repr(self)`` and ``with self:`` call their methods. An outside
+    round recursed through ``self(...)`` in ``__call__``, which no name in the source showed."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Call):
+            function, arguments = inner.func, inner.args
+            if _is_name(function, _SELF) or isinstance(function, ast.Call):
+                yield "__call__"
+            if _is_name(function, _CLS) or isinstance(function, ast.Call) and _is_name(function.func, {"type"}):
+                yield from ("__init__", "__post_init__")
+            if _is_name(function, {"len", "str", "repr", "format"}) and arguments and _is_name(arguments[0], _SELF):
+                yield {"len": "__len__", "repr": "__repr__"}.get(function.id, "__str__")
+        elif isinstance(inner, (ast.With, ast.AsyncWith)):
+            if any(_is_name(item.context_expr, _SELF) for item in inner.items):
+                yield from ("__enter__", "__exit__")
+        elif isinstance(inner, ast.FormattedValue) and _is_name(inner.value, _SELF):
+            yield "__str__"
+
+
+def _is_name(node: ast.AST, names: frozenset[str] | set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in names
 
 
 def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
