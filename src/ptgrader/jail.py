@@ -510,7 +510,7 @@ def _build_root(spec: JailSpec) -> None:
         if any(path == done or path.startswith(done + "/") for done in bound):
             continue
         # one under /tmp (a virtualenv there) is bound inside the jail's /tmp; in a user namespace Linux binds
-        # a folder only with the mounts below it (/sys/fs/cgroup): those keep their own flags and owners
+        # a folder only with the mounts below it (/sys/fs/cgroup), which _bind then makes read-only too
         _bind(path, root + path, readonly=True, recursive=spec.userns)
         bound.append(path)
     os.makedirs(root + "/dev", exist_ok=True)
