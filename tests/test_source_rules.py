@@ -78,6 +78,11 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
              "def segment_sum(v, ids, n):\n    return Pick()(v, 3)"}, "recursion: __call__ calls itself"),
         ({3: "class Rows:\n    def __init__(self, v, i):\n        self.v = v if i == 0 else type(self)(v, i - 1).v\n"
              "def segment_sum(v, ids, n):\n    return Rows(v, 3).v"}, "recursion: __init__ calls itself"),
+        ({3: "class Picker:\n    def __init__(self):\n        self.again = self.pick\n"
+             "    def pick(self, v, i):\n        return v if i == 0 else self.again(v, i - 1)\n"
+             "def segment_sum(v, ids, n):\n    return Picker().pick(v, 3)"}, "recursion: pick calls itself"),
+        ({3: "def pick(v, i):\n    return v if i == 0 else step(v, i - 1)\nstep = lambda v, i: pick(v, i)\n"
+             "def segment_sum(v, ids, n):\n    return pick(v, 3)"}, "recursion: pick calls itself"),
         ({3: "class Rows:\n    def __len__(self):\n        return 0 if self.i == 0 else len(self)\n"
              "def segment_sum(v, ids, n):\n    return v[:len(Rows())]"}, "recursion: __len__ calls itself"),
     ],

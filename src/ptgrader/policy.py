@@ -4,7 +4,7 @@ The hidden tests run in the same kernel as the student's code, so a solution cel
 the checks, the IPython shell or the names the tests read. None of that is needed to solve a lab:
 the labs ask for tensor code. So the grader reads every cell a student could have written and
 withholds the grade of a submission that reaches for a tool of tampering: an import beyond the
-allowed list, the IPython shell, files, dynamic code, attribute names spelled in strings, dunder
+allowed list (or a module beyond it reached as an attribute of an allowed one), the IPython shell, files, dynamic code, attribute names spelled in strings, dunder
 attributes, private parts of modules, a change to a module or a class of one (under its own name
 or an alias), or a rebinding of a name the set-up or the test cells use.
 
@@ -338,6 +338,41 @@ def _is_module_path(dotted: str) -> bool:
         if any(found.suffix in (".so", ".pyd") for found in folder.glob(f"{name}.*")):
             return True
     return False
+
+
+#: Top-level packages whose modules a chain of attributes may reach: what a student may import, and the book's own.
+_REACHABLE_PACKAGES = ALLOWED_IMPORTS | {"ptlabs", "ptchecks"}
+
+
+@functools.cache
+def _foreign_module_on(dotted: str) -> str:
+    """The first module outside :data:`_REACHABLE_PACKAGES` (or with a forbidden part) that the attribute chain
+    ``dotted`` reaches from an allowed module, read off the real objects ("" when none).
+
+    Why: a module holds every module it imported as an attribute, so ``ptlabs.data.np`` is numpy and
+    ``torch.serialization.zipfile`` is zipfile, whatever the import list says. An outside round reached
+    numpy's Fortran reader, which ``eval``s what it reads, as ``ptlabs.data.np.f2py``. Only modules are
+    walked (an attribute of a module runs no student code); the walk stops at the first object that is
+    not a module.
+    """
+    top, *parts = dotted.split(".")
+    if top not in _REACHABLE_PACKAGES or not parts:
+        return ""
+    try:
+        current: object = importlib.import_module(top)  # the installed package the kernel imports too
+    except ImportError:
+        return ""
+    for part in parts:
+        try:
+            current = getattr(current, part)
+        except Exception:  # noqa: BLE001  (a lazy attribute that fails to load: nothing reached)
+            return ""
+        if not isinstance(current, type(sys)):
+            return ""
+        name = current.__name__
+        if name.split(".")[0] not in _REACHABLE_PACKAGES or set(name.split(".")) & _FORBIDDEN_PARTS:
+            return name
+    return ""
 
 
 def _is_by_name(node: ast.AST) -> bool:
@@ -678,6 +713,10 @@ class _Reader(ast.NodeVisitor):
         computed = self._computed(node.value)
         if isinstance(node.ctx, ast.Load):
             self._held_module(node)
+        foreign = _foreign_module_on(self._module_path(node))
+        if foreign and not _foreign_module_on(self._module_path(node.value)):  # named once, where the chain leaves
+            self.flag(node, f"reaches the module {foreign} through an attribute (allowed: "
+                            f"{', '.join(sorted(ALLOWED_IMPORTS))})")
         if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
             self.flag(node, f"uses the attribute {attr}")
         elif attr == "__init__" and not _is_super_call(node.value):

@@ -218,6 +218,27 @@ def _is_name(node: ast.AST, names: frozenset[str] | set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in names
 
 
+def _aliases(cells: dict[int, str], callables: set[str]) -> dict[str, set[str]]:
+    """Names and attributes bound to the student's functions under another name: ``self.again = self.pick``
+    (an outside round recursed through it), ``again = pick``, ``self.step = lambda *a: self.pick(*a)``,
+    anywhere in the student's cells. Alias -> the functions or classes its value names."""
+    found: dict[str, set[str]] = {}
+    for source in cells.values():
+        for tree in _parse(source):
+            for node in ast.walk(tree):
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                named = {inner.id for inner in ast.walk(node.value) if isinstance(inner, ast.Name)}
+                named |= {inner.attr for inner in ast.walk(node.value) if isinstance(inner, ast.Attribute)}
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for bound in ast.walk(target):
+                        name = bound.id if isinstance(bound, ast.Name) else getattr(bound, "attr", None)
+                        if isinstance(bound, (ast.Name, ast.Attribute)) and named & callables and name not in callables:
+                            found.setdefault(name, set()).update(named & callables)
+    return found
+
+
 def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
     """Whether ``name`` can reach ``name`` again through the student's definitions (recursion, direct or not)."""
     seen, todo = set(), list(uses.get(name, ()))
@@ -237,17 +258,21 @@ def _reached(cells: dict[int, str], function: str) -> tuple[list[tuple[str, int,
     definitions = _definitions(cells)
     if function not in definitions:
         return None
-    known = set(definitions)
     callables = {name for name, nodes in definitions.items() if any(isinstance(n, _DEFINITIONS) for _, n in nodes)}
+    aliases = _aliases(cells, callables)
+    known = set(definitions) | set(aliases)
+    callables |= set(aliases)
     uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes))
             for name, nodes in definitions.items()}
+    for alias, targets in aliases.items():
+        uses[alias] = uses.get(alias, set()) | targets
     reached, todo, found = set(), [function], []
     while todo:
         name = todo.pop()
         if name in reached:
             continue
         reached.add(name)
-        found += [(name, index, node) for index, node in definitions[name]]
+        found += [(name, index, node) for index, node in definitions.get(name, ())]
         todo += sorted(uses[name] - reached)
     return found, uses
 
