@@ -239,6 +239,8 @@ CHEATS = {
     "writer = torch.export.zipfile.ZipFile('x.zip', 'w')": "reaches the module zipfile through an attribute",
     "torch.serialization.tarfile.TarFile('x.tar', 'w')": "reaches the module tarfile through an attribute",
     "ptlabs.plotting.mpl.use('module://x')": "reaches the module matplotlib through an attribute",
+    "x.numpy().dump('stage.f90')": "uses .dump",  # a NumPy array writes a file
+    "ptlabs.plot_comparison(result).savefig('x.py')": "uses .savefig",  # and a figure
     # torch's own programs and files (the outside round ran a shell through collect_env.run)
     "import torch.utils.collect_env as env_tools\nenv_tools.run('id')": "imports torch.utils.collect_env",
     "torch.utils.collect_env.run('id')": "uses .collect_env",

@@ -123,7 +123,7 @@ FORBIDDEN_ATTRIBUTES = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE | CHOOSES_MIME | f
         "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
         "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
         "shutil", "socket", "threading", "inspect", "gc", "pickle", "marshal", "types", "io", "tempfile",
-        "sqlite3", "atexit", "resource", "save", "load", "tofile", "fromfile", "from_file", "checks", "LEDGER", "mmap", "pathlib", "glob", "sysconfig", "site", "weakref", "warnings",
+        "sqlite3", "atexit", "resource", "save", "load", "tofile", "fromfile", "from_file", "dump", "savefig", "checks", "LEDGER", "mmap", "pathlib", "glob", "sysconfig", "site", "weakref", "warnings",
         "logging", "traceback", "runpy", "pkgutil", "codeop", "linecache",
     }
 )
