@@ -34,6 +34,7 @@ import json
 import math
 import os
 import sys
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -357,7 +358,7 @@ def _global_module_hooks() -> int:
 
 def _defined_in_torch(hook: object) -> bool:
     """Whether ``hook`` is a plain function whose code is in one of the installed torch's files."""
-    if type(hook) is not type(_defined_in_torch):
+    if type(hook) is not types.FunctionType:  # a builtin, a bound method or a callable object: not exempt
         return False
     return os.path.abspath(hook.__code__.co_filename).startswith(_TORCH_FOLDER)
 
