@@ -7,6 +7,7 @@ reference's run and a student's the same inputs.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import warnings
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 import ptchecks
+from ptchecks import contract
 from ptchecks import domain as domains
 
 
@@ -202,6 +204,53 @@ def test_a_tolerance_reaches_every_output_of_a_result(monkeypatch: pytest.Monkey
     ptchecks.emit_tree("r", (torch.ones(1), 0.5), rtol=1e-5, atol=1e-6)
     ptchecks.emit_tree("plain", 0.25, rtol=1e-5, atol=1e-6)
     assert sent == {name: {"rtol": 1e-5, "atol": 1e-6} for name in ("r[0]", "r[1]", "plain")}
+
+
+
+def test_a_dict_s_key_order_is_graded_unless_the_part_leaves_it_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    def groups(order: list[str]) -> Callable[[torch.Tensor], list[dict[str, object]]]:
+        return lambda t: [{key: {"params": [t], "decay": 0.0}[key] for key in order}]
+
+    forward, backward = groups(["params", "decay"]), groups(["decay", "params"])
+    x = torch.ones(2)
+    assert contract_of(forward, x, monkeypatch=monkeypatch)["returns"] != \
+        contract_of(backward, x, monkeypatch=monkeypatch)["returns"]
+    assert contract_of(forward, x, key_order=False, monkeypatch=monkeypatch)["returns"] == \
+        contract_of(backward, x, key_order=False, monkeypatch=monkeypatch)["returns"]
+    kept = collections.OrderedDict(b=1, a=2)  # a subclass keeps its order: its exact type is graded
+    assert list(contract.keys_sorted({"b": [{"d": 1, "c": 2}], "a": kept})) == ["a", "b"]
+    assert list(contract.keys_sorted({"b": [{"d": 1, "c": 2}]})["b"][0]) == ["c", "d"]
+    assert list(contract.keys_sorted(kept)) == ["b", "a"]
+
+
+NOTEBOOK_CODE = """
+def by_the_input(x):
+    return torch.zeros(x.shape, device=x.device) + x
+
+
+def on_the_default_device(x):
+    return torch.where(x > 0, x, torch.zeros(x.shape))
+
+
+def on_the_notebook_device(x):
+    return x.to(device) * 2
+"""
+
+
+def test_a_call_from_elsewhere_shows_tensors_made_on_the_wrong_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the default device (the CPU) and the notebook's device differ from the input's; meta stands in
+    for both, and the notebook's own ``device`` is back afterwards."""
+    notebook = {"torch": torch, "device": torch.device("cpu")}
+    exec(NOTEBOOK_CODE, notebook)  # noqa: S102  (a notebook's globals)
+    sent: dict[str, Any] = {}
+    monkeypatch.setattr(ptchecks, "emit", lambda name, value, **_: sent.__setitem__(name, value))
+    x = torch.tensor([1.0, -2.0])
+    for name in ("by_the_input", "on_the_default_device", "on_the_notebook_device"):
+        ptchecks.emit_elsewhere(name, notebook[name], x)
+    assert torch.equal(sent["by_the_input"], x)
+    assert sent["on_the_default_device"] == "raised RuntimeError"
+    assert sent["on_the_notebook_device"] == {"meta tensor": [[2], "torch.float32"]}
+    assert notebook["device"] == torch.device("cpu") and torch.empty(1).device.type == "cpu"
 
 
 # ------------------------------------------------------------------------------------------ domains

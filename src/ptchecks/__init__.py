@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import json
 import math
 import os
@@ -59,6 +60,7 @@ __all__ = [
     "complete",
     "count_hooks",
     "emit",
+    "emit_elsewhere",
     "emit_tree",
 ]
 
@@ -636,6 +638,44 @@ def emit_tree(name: str, value: Any, *, rtol: float | None = None, atol: float |
             emit_tree(f"{name}[{key!r}]", item, rtol=rtol, atol=atol)
     else:
         emit(name, value, rtol=rtol, atol=atol)  # a plain value's floats take the tolerance too
+
+
+@contextlib.contextmanager
+def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
+    """The block runs for a caller whose default device, and whose notebook ``device``, are ``meta``.
+
+    On a GPU the lab's ``device`` and the default device (the CPU) differ from each other, and a
+    tensor made without ``device=x.device`` lands on the wrong one; a CPU grader sees neither
+    mistake unless both point elsewhere. ``device`` is rebound in the student's own globals
+    (``function.__globals__``, or its class's ``forward``'s for a module): a test cell runs in a copy
+    of the notebook's globals, which the student's code never reads.
+    """
+    code = function if hasattr(function, "__globals__") else type(function).forward
+    space = code.__globals__
+    missing = object()
+    saved = space.get("device", missing)
+    space["device"] = torch.device("meta")
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        if saved is missing:
+            space.pop("device", None)
+        else:
+            space["device"] = saved
+
+
+def emit_elsewhere(name: str, function: Callable[..., Any], *args: Any, rtol: float | None = None,
+                   atol: float | None = None, **kwargs: Any) -> None:
+    """:func:`emit_tree` what ``function(*args, **kwargs)`` returns when the caller's default device and
+    the notebook's ``device`` are both ``meta`` (:func:`_elsewhere`), its inputs where they are; or the
+    type of the error it raises, which is the answer then (a tensor made on the wrong device fails)."""
+    try:
+        with _elsewhere(function):
+            result = function(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001  (the error is the answer)
+        result = f"raised {type(error).__name__}"
+    emit_tree(name, result, rtol=rtol, atol=atol)
 
 
 # The seeded domains and the contract harness (imported here, after emit, which they call).

@@ -46,8 +46,11 @@ import torch
 __all__ = ["call", "type_tree"]
 
 
-def type_tree(value: object) -> object:
+def type_tree(value: object, key_order: bool = True) -> object:
     """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``.
+
+    A dict's keys go in their order, which a part's text usually states; with ``key_order=False``
+    sorted by their ``repr``, for a part whose text leaves the order free.
 
     A tensor that requires grad is marked ``requires_grad``, and an inference tensor (made under
     ``torch.inference_mode()``) ``inference``: each has the dtype and values of an ordinary tensor,
@@ -62,10 +65,22 @@ def type_tree(value: object) -> object:
         described = [str(value.dtype).removeprefix("torch."), value.device.type, *marks]
         return f"{type(value).__name__}({', '.join(described)})"
     if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [type_tree(item) for item in value]}
+        return {type(value).__name__: [type_tree(item, key_order) for item in value]}
     if isinstance(value, dict):
-        return {type(value).__name__: [[repr(key), type_tree(item)] for key, item in value.items()]}
+        pairs = [[repr(key), type_tree(item, key_order)] for key, item in value.items()]
+        return {type(value).__name__: pairs if key_order else sorted(pairs, key=lambda pair: pair[0])}
     return type(value).__name__
+
+
+def keys_sorted(value: object) -> object:
+    """``value`` with every plain dict, list and tuple in it rebuilt, each dict's keys sorted by ``repr``:
+    what is sent for a part whose text leaves the order of a dict's keys free. Anything else, a
+    subclass included, stays as it is (its exact type is graded: :func:`type_tree`)."""
+    if type(value) is dict:
+        return dict(sorted(((key, keys_sorted(item)) for key, item in value.items()), key=lambda pair: repr(pair[0])))
+    if type(value) in (list, tuple):
+        return type(value)(keys_sorted(item) for item in value)
+    return value
 
 
 def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
@@ -289,7 +304,8 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
 
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
-         rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, **kwargs: Any) -> Any:
+         rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, key_order: bool = True,
+         **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
@@ -301,7 +317,8 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     tensor: then ``aliases`` is not sent. ``rtol`` and ``atol`` (both or neither) widen the
     comparison of the result's tensors, for an operation whose rounding depends on the order of a
     sum (the text states them). ``grad_needed`` is for a part that computes gradients: its second
-    call keeps grad mode on.
+    call keeps grad mode on. ``key_order=False`` is for a part whose text leaves the order of a returned
+    dict's keys free: the result and its type go out with each dict's keys sorted.
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
@@ -313,7 +330,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         second = function(*args, **kwargs)
         after_unusual = _modes()
     contract: dict[str, object] = {
-        "returns": type_tree(first),
+        "returns": type_tree(first, key_order),
         "inputs changed": _changed(records, after_first),
         "second call": "same result" if _same(first, second, rounding=True) else "a different result",
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual))),
@@ -323,6 +340,6 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         contract["aliases"] = _aliases(first, args, kwargs)
     if interrupt is not None:
         contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
-    emit_tree(label, first, rtol=rtol, atol=atol)
+    emit_tree(label, first if key_order else keys_sorted(first), rtol=rtol, atol=atol)
     emit_tree(f"{label}: contract", contract)
     return first
