@@ -29,6 +29,8 @@ from tests import lab_tools
 ACTIVE_TAGS = frozenset({"script", "iframe", "object", "embed"})
 #: A URL that runs script, as a browser reads it (whitespace and control characters ignored, any case).
 _JAVASCRIPT_URL = re.compile(r"^\s*j\s*a\s*v\s*a\s*s\s*c\s*r\s*i\s*p\s*t\s*:", re.IGNORECASE)
+#: An image a student's Markdown loads from another host: opening the page tells that host who looked, and when.
+_REMOTE_URL = re.compile(r"^([a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
 
 
 #: The class of the element nbconvert's templates render a Markdown cell into.
@@ -58,7 +60,8 @@ class _ActiveParts(HTMLParser):
         for name, value in attrs:
             cleaned = re.sub(r"[\x00-\x20]", "", value or "")
             steers = in_markdown and (name == "id" or name == "class" and not set((value or "").split()) <= safe_html.CLASSES)
-            if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned) or steers:
+            remote = in_markdown and tag == "img" and name == "src" and bool(_REMOTE_URL.match(cleaned))
+            if name.startswith("on") or _JAVASCRIPT_URL.match(cleaned) or steers or remote:
                 self.found.append(f"<{tag} {name}={value!r}>")
 
     def handle_data(self, data: str) -> None:

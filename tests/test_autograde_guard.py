@@ -249,6 +249,11 @@ CHEATS = {
     "torch.profiler.tensorboard_trace_handler('/tmp/x')": "uses .tensorboard_trace_handler",
     "torch.cuda.tunable.write_file('/tmp/x')": "uses .tunable",
     "from torch.utils.tensorboard import SummaryWriter": "imports torch.utils.tensorboard",
+    # torch.compiler's loaders unpickle what they get, and its config steers the caches torch.compile reads
+    # back (the third outside round ran a shell through each, policy on)
+    "torch.compiler.load_compiled_function(Blob())": "uses .load_compiled_function",
+    "torch.compiler.load_cache_artifacts(blob)": "uses .load_cache_artifacts",
+    "with torch.compiler.config.patch(job_id='x'):\n    torch.compile(torch.sin)": "uses .config",
     # aliases made in another cell (`t = torch.testing` there): what this cell cannot see may be a module
     "t.assert_close = print": "changes t...assert_close, and t comes from another cell",
     "def f():\n    [0 for t in ()]\n    t.assert_close = print": "and t comes from another cell",
@@ -1078,7 +1083,8 @@ FORGER = (
 def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path) -> None:
     """The worked example of ptgrader.channel: the score is decided in the grader. A submission that forges the
     whole in-kernel verdict (its completion token is printed) still earns nothing: its outputs are not the
-    reference solution's, compared outside the kernel. (Graded by ptgrader.autograde with two jobs.)"""
+    reference solution's, compared outside the kernel. One whose code takes the grader longer to read than its
+    budget is withheld, and the others are graded. (Graded by ptgrader.autograde with two jobs.)"""
     course = tmp_path / "course"
     (course / "source" / "demo").mkdir(parents=True)
     (course / lab_tools.CONFIG_NAME).write_text((lab_tools.LABS / lab_tools.CONFIG_NAME).read_text())
@@ -1094,21 +1100,25 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     wrong = lab_tools.build_submission(release, {"double": "def double(x):\n    return x + x + 1"})
     forger = copy.deepcopy(wrong)
     forger.cells.insert(1, nbformat.v4.new_code_cell(FORGER))
+    tangled = copy.deepcopy(forger)  # aliases the policy reads once per link: seconds of the grader's CPU
+    tangled.cells.insert(1, nbformat.v4.new_code_cell("\n".join(f"a{i} = a{i + 1}" for i in range(300)) + "\na300 = torch"))
     submissions = {"solution": lab_tools.build_submission(release, {"double": "def double(x):\n    return x * 2"}),
-                   "wrong": wrong, "forger": forger}
+                   "wrong": wrong, "forger": forger, "tangled": tangled}
     for student, nb in submissions.items():
         lab_tools.submit(course, "demo", student, {"demo.ipynb": nb})
     # Graded by two graders side by side in the one course (python -m ptgrader.autograde), policy off for the forger.
     graders = subprocess.run([sys.executable, "-m", "ptgrader.autograde", "demo", "--jobs", "2",
                               "--GuardedExecute.enforce_code_policy=False",  # a small warm server: this needs torch only
-                              "--GuardedExecute.preload=['torch', 'ipykernel.kernelapp']"],
+                              "--GuardedExecute.preload=['torch', 'ipykernel.kernelapp']",
+                              "--GuardedExecute.reading_budget=1"],
                              cwd=course, capture_output=True, text=True)
     assert graders.returncode == 0, graders.stdout[-3000:] + graders.stderr[-3000:]
     assert {line[:4] for line in graders.stdout.splitlines() if line.startswith("[")} == {"[1] ", "[2] "}
     scores = {student: cells["test_double"][0] for student, cells in lab_tools.read_scores(course, "demo").items()}
     reports = lab_tools.read_reports(course, "demo")
     run_profile.count_grading_kernels(reports.values())
-    assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0}
+    assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0, "tangled": 0.0}
+    assert reports["tangled"]["withheld"].startswith("reading the submission's code took over 1 s")
     assert "test_double" not in reports["forger"]["incomplete"]  # the in-kernel verdict was forged...
     assert reports["forger"]["outputs_differ"] == ["test_double"]  # ...and the grader's comparison refused it
     assert reports["solution"]["outputs_differ"] == [] and reports["wrong"]["outputs_differ"] == ["test_double"]

@@ -52,6 +52,7 @@ from .kernel_run import KernelRun
 from .kernels import TREE_MEMORY, GraderTemp, IsolatedKernelManager, Isolation, accelerator_devices, default_limits
 from .outputs import make_notebook_safe
 from .policy import LabNames, scan_cell, setup_module_names
+from .reading_budget import ReadingTooLong, cpu_budget
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
@@ -98,6 +99,11 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
     ).tag(config=True)
     submission_timeout = Integer(
         120, help="Seconds all of a submission's cells may run together; past it the kernel is stopped."
+    ).tag(config=True)
+    reading_budget = Integer(
+        20,
+        help="CPU seconds the grader may spend reading a submission's code (the code policy before the run, the"
+        " source rules after it); past them its grades are withheld for review and grading goes on.",
     ).tag(config=True)
     preload = List(
         Unicode(),
@@ -188,12 +194,18 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         trusted, test_ids = self._trusted_sources(info)
         failures: dict[int, list[Failure]] = defaultdict(list)
         compared: set[int] = set()  # test cells whose outputs the grader compared and found right
-        report.findings = self._policy_findings(nb, trusted, test_ids)
-        if report.findings and self.enforce_code_policy:
-            report.withheld = "the submission breaks the lab's code policy: " + "; ".join(report.findings)
-        else:
-            compared = self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
-            self._check_source_rules(nb, trusted, report, failures)
+        try:
+            with cpu_budget(self.reading_budget):
+                report.findings = self._policy_findings(nb, trusted, test_ids)
+            if report.findings and self.enforce_code_policy:
+                report.withheld = "the submission breaks the lab's code policy: " + "; ".join(report.findings)
+            else:
+                compared = self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
+                with cpu_budget(self.reading_budget):
+                    self._check_source_rules(nb, trusted, report, failures)
+        except ReadingTooLong:
+            report.withheld = (f"reading the submission's code took over {self.reading_budget} s of the grader's CPU"
+                               " (cells far longer or more tangled than a solution needs)")
         if report.withheld:
             self.log.error("ptgrader: %s/%s: grades withheld: %s", report.student, report.assignment, report.withheld)
             why = Failure(score.WITHHELD, report.withheld + " (an instructor reviews it)")

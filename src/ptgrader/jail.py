@@ -271,6 +271,8 @@ def kernel_env(grader_env: dict[str, str], home: str = HOME) -> dict[str, str]:
         PYTHONSAFEPATH="1",
         PYDEVD_DISABLE_FILE_VALIDATION="1",  # ipykernel's debugger would warn about frozen modules
         PYTHONNOUSERSITE="1",
+        # torch.compile reads nothing back from its caches: no file an earlier cell wrote is unpickled
+        TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
         NBGRADER_EXECUTION="autograde",
         # ipykernel's parent: outside the kernel's PID namespace, so not one it could watch (no poller, no banner)
         JPY_PARENT_PID="1",

@@ -54,16 +54,19 @@ from .ipython_code import as_python
 #: Top-level modules a solution may import (the labs' intro lists the same ones).
 ALLOWED_IMPORTS = frozenset({"torch", "math", "itertools", "functools", "collections", "typing", "dataclasses", "operator"})
 
-#: torch sub-packages that load code or files, start processes, or replace torch's own behaviour, and the
-#: public torch modules and functions that run a shell or another program, or write files where the caller
-#: says (found by reading torch 2.13: ``test_policy_names_every_torch_module_that_starts_programs_or_writes``
+#: torch sub-packages that load code or files (or unpickle what they are given), start processes, or replace
+#: torch's own behaviour, and the public torch modules and functions that run a shell or another program, or
+#: write files where the caller says (found by reading torch 2.13: ``test_policy_names_every_torch_module_that_starts_programs_or_writes``
 #: reads the installed torch again and names any new one). DataLoader's worker processes stay: forks of the
 #: jailed kernel, within its process limit.
 FORBIDDEN_TORCH_PARTS = frozenset(
     {"hub", "cpp_extension", "load_library", "package", "multiprocessing", "distributed", "overrides", "library", "ops",
      "collect_env", "xeon", "run_cpu", "tunable", "file_baton", "hipify", "tensorboard", "bottleneck", "model_zoo",
      "export_chrome_trace", "export_stacks", "export_memory_timeline", "tensorboard_trace_handler",
-     "ExecutionTraceObserver"}
+     "ExecutionTraceObserver",
+     # torch.compiler's artifact loaders unpickle the bytes they are given, write files where a key says,
+     # and its config steers the caches that torch.compile reads back (a pickle of the cell's own)
+     "load_compiled_function", "load_cache_artifacts", "save_cache_artifacts", "config"}
 )
 
 #: Names that evaluate code, reach the shell, touch files or processes, or rewrite attributes.

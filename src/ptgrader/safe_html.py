@@ -7,7 +7,8 @@ override that block). Markdown passes raw HTML through, so a student's ``<img sr
 replaces the ``markdown2html`` filter of every ``HTMLExporter`` the course's configuration reaches
 (``generate_feedback``, the formgrader) with :func:`markdown_to_safe_html`: the same Markdown, then
 bleach (nbconvert's own sanitiser) with an allow-list wide enough for what Markdown makes
-(headings, tables, lists, code, links, images by URL), and no script, event handler, ``style``,
+(headings, tables, lists, code, links, images by a relative path: a remote image would tell its host
+who opened the page, and when), and no script, event handler, ``style``,
 frame, embedded object or ``javascript:``/``data:`` URL. A tag outside the list is shown as text.
 Images pasted into a cell (attachments, ``data:`` URLs) are not shown.
 
@@ -18,6 +19,8 @@ score and button, and an id the formgrader's script would have taken for a score
 """
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit
 
 import bleach
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
@@ -48,6 +51,9 @@ def _kept(tag: str, name: str, value: str) -> bool:
     """Whether bleach keeps attribute ``name="value"`` on ``tag``."""
     if name == "class":  # highlighted code's "hl-<language>" too: no page's own class starts so
         return all(word in CLASSES or word.startswith("hl-") for word in value.split())
+    if (tag, name) == ("img", "src"):  # a remote image tells its host who opened the page, and when
+        url = urlsplit(value.strip())
+        return not (url.scheme or url.netloc)
     return name in OTHER_ATTRIBUTES.get(tag, ())
 #: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
 PROTOCOLS = frozenset({"http", "https", "mailto"})
