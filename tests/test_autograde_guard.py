@@ -417,6 +417,71 @@ def _writers_named(path: Path) -> bool:
     return bool(found) and all(name in FORBIDDEN_ATTRIBUTES or owner in FORBIDDEN_ATTRIBUTES for name, owner in found)
 
 
+#: Unpickling: the function's own code, or what it reaches in a private module it calls.
+_UNPICKLES = re.compile(r"\bpickle\.loads?\(|Unpickler\b|\bpickle_load\b")  # subclasses: AOTCompileUnpickler
+
+#: Public torch functions that unpickle, itself or through a private module they call, and are allowed: why.
+_UNPICKLES_ALLOWED = {
+    "torch/utils/benchmark/examples/compare.py:main": "loads only the pickles it has just made itself",
+    "torch/utils/data/dataloader.py:DataLoader.check_worker_number_rationality":
+        "reaches torch._utils for the CPU count; nothing it unpickles comes from the caller",
+}
+
+
+def _private_modules_called(function: ast.FunctionDef) -> set[str]:
+    """The private torch modules a function's body imports from or names (``torch._dynamo.x``: torch._dynamo)."""
+    found = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.ImportFrom) and node.module and any(p.startswith("_") for p in node.module.split(".")):
+            found.add(node.module)
+        elif isinstance(node, ast.Attribute) and ast.unparse(node).startswith("torch._"):
+            found.add(".".join(ast.unparse(node).split(".")[:2]))
+    return found
+
+
+def _private_modules_that_unpickle(root: Path) -> frozenset[str]:
+    """The private torch modules (``torch._dynamo.aot_compile``; a package by its ``__init__``) that unpickle."""
+    found = set()
+    for path in root.rglob("*.py"):
+        dotted = path.relative_to(root.parent).as_posix().removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        if "._" in dotted and _UNPICKLES.search(path.read_text(encoding="utf-8", errors="replace")):
+            found.add(dotted)
+    return frozenset(found)
+
+
+def test_policy_names_every_torch_function_that_unpickles() -> None:
+    """Read the installed torch: a public function that unpickles, in its own code or in a private module it
+    calls, runs whatever its bytes say (torch.compiler.load_compiled_function ran a shell for a cell the policy
+    accepted). Each is refused by a name (its module's path, its class or its own), or allowed above."""
+    root = Path(torch.__file__).parent
+    unpickling = _private_modules_that_unpickle(root)
+    unnamed = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).as_posix()
+        parts = relative.removesuffix(".py").removesuffix("/__init__").split("/")
+        if any(part.startswith("_") for part in parts) or parts[1:2] in (["testing"], ["test"], ["include"]):
+            continue
+        if set(parts) & FORBIDDEN_ATTRIBUTES:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not _UNPICKLES.search(text) and not any(module in text for module in unpickling):
+            continue  # nothing here unpickles, nor names a private module that does
+        for node in ast.parse(text).body:
+            members = [(node, "")] if isinstance(node, ast.FunctionDef) else [
+                (item, node.name) for item in getattr(node, "body", []) if isinstance(item, ast.FunctionDef)
+            ] if isinstance(node, ast.ClassDef) else []
+            for function, owner in members:
+                name = f"{owner}.{function.name}" if owner else function.name
+                if function.name.startswith("_") or owner.startswith("_") or {function.name, owner} & FORBIDDEN_ATTRIBUTES:
+                    continue
+                if f"{relative}:{name}" in _UNPICKLES_ALLOWED:
+                    continue
+                if _UNPICKLES.search(ast.get_source_segment(text, function) or "") or (
+                        _private_modules_called(function) & unpickling):
+                    unnamed.append(f"{relative}:{name}")
+    assert unnamed == [], f"refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it here: {unnamed}"
+
+
 @pytest.mark.parametrize("lab", lab_tools.lab_names())
 def test_policy_lets_every_solution_and_wrong_answer_through(lab: str) -> None:
     """A wrong answer must lose its points, not be withheld: the policy may refuse no honest code of a lab."""
