@@ -200,6 +200,10 @@ def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
 
 
 DEAD_KERNEL = "# The kernel dies (os._exit) after part 2.\nimport os\nos._exit(0)"
+#: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
+#: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
+#: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
+AUTOMAGIC_LINE = "reset -f"
 SIGINT_PROOF_LOOP = (
     "# A loop that ignores the interrupt a timeout sends.\n"
     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
@@ -409,6 +413,7 @@ def cases() -> list[HostileCase]:
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
+        HostileCase("automagic_line", _after_second_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
         HostileCase(
             "huge_and_active_output", _after_second_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True
         ),

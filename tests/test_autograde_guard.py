@@ -29,7 +29,7 @@ import torch
 
 from ptgrader import cgroups, channel, contract, jail
 from ptgrader.course import CourseRecord
-from ptgrader.kernels import TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
+from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
@@ -519,6 +519,37 @@ def test_a_submodule_imported_by_a_locked_cell_binds_only_its_package() -> None:
     assert scan_cell("y = torch.ones(2)", 3, setup) == []
     assert any("dist" in str(f) for f in scan_cell("dist.all_reduce(t)", 3, setup))
     assert any("os" in str(f) for f in scan_cell("os.getcwd()", 3, setup))
+
+
+#: Reads a one-line cell the way a kernel started with ``settings`` does, for every magic and alias name; prints
+#: the lines where that differs from what the code policy reads (``as_python``).
+_READ_AS_A_KERNEL = """
+import json, sys
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config.loader import KVArgParseConfigLoader
+from ptgrader.ipython_code import as_python
+
+shell = InteractiveShell.instance(config=KVArgParseConfigLoader(argv=json.loads(sys.argv[1])).load_config())
+names = [*shell.magics_manager.lsmagic()["line"], *(name for name, _ in shell.alias_manager.aliases)]
+lines = [f'{name} /"";x' for name in names] + ['len "x"', 'abs -1']
+print(json.dumps([line for line in lines if shell.transform_cell(line).strip() != as_python(line).strip()]))
+"""
+
+
+@pytest.mark.parametrize("settings", ["grading", "default"])
+def test_a_grading_kernel_reads_a_one_line_cell_as_the_policy_does(settings: str) -> None:
+    """IPython reads a one-line cell again in the kernel: automagic ran ``sx /"";sh -"c" "id"`` (a division to
+    the policy) as a shell command, for full marks. With the grading kernels' settings every magic's and
+    alias's name, and autocall, read as plain Python; with IPython's defaults they do not (the check can fail)."""
+    argv = list(SHELL_SETTINGS) if settings == "grading" else []
+    found = subprocess.run([sys.executable, "-c", _READ_AS_A_KERNEL, json.dumps(argv)], capture_output=True,
+                           text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    differ = json.loads(found.stdout)
+    if settings == "grading":
+        assert differ == []
+    else:
+        assert 'sx /"";x' in differ and 'len "x"' not in differ, differ  # automagic on, autocall off by default
 
 
 def test_policy_leaves_code_that_does_not_parse_to_the_kernel() -> None:

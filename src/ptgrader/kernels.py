@@ -307,6 +307,12 @@ def accelerator_devices() -> list[str]:
 #: what a student needs: each frame's file, line and code, and the error's message.
 PLAIN_TRACEBACKS = "--InteractiveShell.xmode=Plain"
 
+#: IPython reads a one-line cell a second time (its "prefilter"): with automagic on, a line that starts with a
+#: magic's or an alias's name runs as that magic (``sx /"";sh -"c" "id"``, a division and a subtraction to the
+#: code policy, started a shell), and with autocall, ``f x`` calls ``f``. Both off in every grading kernel, so
+#: that the kernel runs the Python the policy and the source rules read (:func:`ptgrader.ipython_code.as_python`).
+SHELL_SETTINGS = (PLAIN_TRACEBACKS, "--InteractiveShell.automagic=False", "--InteractiveShell.autocall=0")
+
 
 class KernelStartError(RuntimeError):
     """The jailed kernel did not start (its keeper's log says why)."""
@@ -343,7 +349,7 @@ class IsolatedKernelManager(RepollingKernelManager):
         command = super().format_kernel_cmd(extra_arguments)
         is_ipykernel = command[1:3] == ["-m", "ipykernel_launcher"]
         if is_ipykernel:
-            command.append(PLAIN_TRACEBACKS)
+            command.extend(SHELL_SETTINGS)
         if self.spec is None:
             return command
         if not is_ipykernel:
