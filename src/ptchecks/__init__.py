@@ -650,8 +650,8 @@ def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
     (``function.__globals__``, or its class's ``forward``'s for a module): a test cell runs in a copy
     of the notebook's globals, which the student's code never reads.
     """
-    code = function if hasattr(function, "__globals__") else type(function).forward
-    space = code.__globals__
+    code = function if hasattr(function, "__globals__") else getattr(type(function), "forward", None)
+    space = getattr(code, "__globals__", {})  # a callable object of torch's (no notebook globals): default only
     missing = object()
     saved = space.get("device", missing)
     space["device"] = torch.device("meta")
@@ -666,12 +666,13 @@ def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
 
 
 def emit_elsewhere(name: str, function: Callable[..., Any], *args: Any, rtol: float | None = None,
-                   atol: float | None = None, **kwargs: Any) -> None:
+                   atol: float | None = None, owner: Callable[..., Any] | None = None, **kwargs: Any) -> None:
     """:func:`emit_tree` what ``function(*args, **kwargs)`` returns when the caller's default device and
     the notebook's ``device`` are both ``meta`` (:func:`_elsewhere`), its inputs where they are; or the
-    type of the error it raises, which is the answer then (a tensor made on the wrong device fails)."""
+    type of the error it raises, which is the answer then (a tensor made on the wrong device fails).
+    ``owner``: the student's function whose notebook it is, when ``function`` is what that one returned."""
     try:
-        with _elsewhere(function):
+        with _elsewhere(owner if owner is not None else function):
             result = function(*args, **kwargs)
     except Exception as error:  # noqa: BLE001  (the error is the answer)
         result = f"raised {type(error).__name__}"
