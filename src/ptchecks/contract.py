@@ -46,11 +46,9 @@ import torch
 __all__ = ["call", "type_tree"]
 
 
-def type_tree(value: object, key_order: bool = True) -> object:
-    """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``.
-
-    A dict's keys go in their order, which a part's text usually states; with ``key_order=False``
-    sorted by their ``repr``, for a part whose text leaves the order free.
+def type_tree(value: object) -> object:
+    """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``; a dict's keys in
+    their order, which a part's text usually states (:func:`keys_sorted` for one that leaves it free).
 
     A tensor that requires grad is marked ``requires_grad``, and an inference tensor (made under
     ``torch.inference_mode()``) ``inference``: each has the dtype and values of an ordinary tensor,
@@ -65,10 +63,9 @@ def type_tree(value: object, key_order: bool = True) -> object:
         described = [str(value.dtype).removeprefix("torch."), value.device.type, *marks]
         return f"{type(value).__name__}({', '.join(described)})"
     if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [type_tree(item, key_order) for item in value]}
+        return {type(value).__name__: [type_tree(item) for item in value]}
     if isinstance(value, dict):
-        pairs = [[repr(key), type_tree(item, key_order)] for key, item in value.items()]
-        return {type(value).__name__: pairs if key_order else sorted(pairs, key=lambda pair: pair[0])}
+        return {type(value).__name__: [[repr(key), type_tree(item)] for key, item in value.items()]}
     return type(value).__name__
 
 
@@ -324,13 +321,14 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
 
     records, modes, rng = _records(args, kwargs), _modes(), _rng_state()
     first = function(*args, **kwargs)
+    shown = first if key_order else keys_sorted(first)
     after_first, modes_first, rng_first = _records(args, kwargs), _modes(), _rng_state()
     with _unusual_caller(grad_needed):
         unusual = _modes()
         second = function(*args, **kwargs)
         after_unusual = _modes()
     contract: dict[str, object] = {
-        "returns": type_tree(first, key_order),
+        "returns": type_tree(shown),
         "inputs changed": _changed(records, after_first),
         "second call": "same result" if _same(first, second, rounding=True) else "a different result",
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual))),
@@ -340,6 +338,6 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         contract["aliases"] = _aliases(first, args, kwargs)
     if interrupt is not None:
         contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
-    emit_tree(label, first if key_order else keys_sorted(first), rtol=rtol, atol=atol)
+    emit_tree(label, shown, rtol=rtol, atol=atol)
     emit_tree(f"{label}: contract", contract)
     return first
