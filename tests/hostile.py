@@ -313,6 +313,21 @@ def _escape_codes_in_a_name(folder: Path, course: Path, lab: str) -> None:
     shutil.copy(_notebook(folder, lab), folder / ESCAPE_CODES_NAME)
 
 
+def _renamed_notebook(folder: Path, course: Path, lab: str) -> None:
+    """The notebook saved under Jupyter's "Make a copy" name: nbgrader raised "No notebooks found" for the whole
+    run, which exited 1 with no report for that student (round 5)."""
+    _notebook(folder, lab).rename(folder / f"{lab}-Copy1.ipynb")
+
+
+def _thousands_of_files(folder: Path, course: Path, lab: str) -> None:
+    """Beside the notebook, 1,500 empty files in 15 folders: refused, and walked by the course record before and
+    after every other student's kernel (200,000 of them cost each student 7 s, round 5)."""
+    for part in range(15):
+        (folder / f"part{part:02d}").mkdir()
+        for index in range(100):
+            (folder / f"part{part:02d}" / f"{index:03d}.txt").touch()
+
+
 def _deep_folders(folder: Path, course: Path, lab: str) -> None:
     """Beside the notebook, 998 folders each inside the last: Python 3.11's os.walk ran out of recursion in
     the grader's check of the folder, and the whole run exited 1 with no student graded."""
@@ -358,6 +373,8 @@ def _broken_submissions() -> list[HostileCase]:
         ("fifo_notebook", _fifo),
         ("escape_codes_in_name", _escape_codes_in_a_name),
         ("deep_folders", _deep_folders),
+        ("renamed_notebook", _renamed_notebook),
+        ("thousands_of_files", _thousands_of_files),
     ]
     return [
         HostileCase(name, _solution, _all(0), "refused", policy=True, arrange=arrange) for name, arrange in refused

@@ -27,7 +27,7 @@ import nbformat
 import pytest
 import torch
 
-from ptgrader import cgroups, channel, contract, jail
+from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
@@ -1036,6 +1036,27 @@ def test_a_course_record_walks_a_submission_nested_deeper_than_pythons_recursion
     with hostile.little_recursion():
         record = CourseRecord.take(tmp_path)
     assert [path for path in record.files if path.endswith("leaf.txt")] == [str(folder.relative_to(tmp_path) / "leaf.txt")]
+
+
+def test_a_course_record_walks_each_students_folder_only_so_far(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused submission of 200,000 empty files cost every other student's grading 7 s (round 5): past
+    ENTRIES_PER_STUDENT a student's folder is recorded by its own status, and the others still file by file."""
+    monkeypatch.setattr(course, "ENTRIES_PER_STUDENT", 30)
+    flood = tmp_path / "submitted" / "mallory" / "lab"
+    for part in range(4):
+        (flood / f"part{part}").mkdir(parents=True)
+        for index in range(20):
+            (flood / f"part{part}" / f"{index}.txt").write_text("")
+    (tmp_path / "submitted" / "bob" / "lab").mkdir(parents=True)
+    (tmp_path / "submitted" / "bob" / "lab" / "lab.ipynb").write_text("bob's work")
+    record = CourseRecord.take(tmp_path)
+    assert sorted(record.files) == ["submitted/bob/lab/lab.ipynb", "submitted/mallory"]
+    (tmp_path / "submitted" / "bob" / "lab" / "lab.ipynb").write_text("bob's work, changed")
+    (tmp_path / "submitted" / "mallory" / "new.txt").write_text("")
+    assert record.changes() == ["submitted/bob/lab/lab.ipynb", "submitted/mallory"]
+    assert record.restore(record.changes()) == ["submitted/bob/lab/lab.ipynb", "submitted/mallory"]
+    assert (tmp_path / "submitted" / "mallory").is_dir()  # reported, never overwritten
 
 
 def test_course_record_puts_back_what_it_can_and_reports_the_rest(tmp_path: Path) -> None:

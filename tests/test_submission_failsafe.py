@@ -23,13 +23,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ptgrader import intake
+from ptgrader import autograde, intake
 from ptgrader.autograde import relay
 from ptgrader.outputs import METADATA, make_safe
 from ptgrader.safe_html import markdown_to_safe_html
 from tests import hostile, html_pages, lab_tools, run_profile
 
 ESCAPE_CODES = "\x1b[2J\x1b[H[AutogradeApp | INFO] fine"
+#: A student id that nbgrader's comma-joined exclusion option read as two: it took "honest" out of every job.
+COMMA_ID = "honest,x"
 
 
 def _submission(tmp_path: Path) -> Path:
@@ -233,17 +235,25 @@ def small_course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (course / lab_tools.CONFIG_NAME).write_text(SMALL_CONFIG)
     (course / "source" / "small").mkdir(parents=True)
     nbformat.write(lab_tools.one_part_lab(), course / "source" / "small" / "small.ipynb")
+    (course / "source" / "small" / "data.txt").write_text("the lab's data, copied over every submission")
     release = nbformat.read(lab_tools.generate_assignment(course, "small") / "small.ipynb", as_version=4)
     flagged = nbformat.from_dict(release)
     flagged.cells[1].metadata.nbgrader.update(solution=True, points=100)  # nbgrader: "Inconsistent checksums"
     for student, nb in {"honest": release, "raises-recursion": release, "raises-key": release,
                         "raises-oserror": release, "flags-edited": flagged, "fifo": release,
-                        ESCAPE_CODES: release, "unreadable": release}.items():
+                        ESCAPE_CODES: release, "unreadable": release, COMMA_ID: release,
+                        "folder-over-data": release}.items():
         lab_tools.submit(course, "small", student, {"small.ipynb": nb})
+    lab_tools.submit(course, "small", "renamed", {"small-Copy1.ipynb": release})  # Jupyter's "Make a copy"
     (course / "submitted" / "unreadable" / "small" / "small.ipynb").write_text("{ not a notebook")
     fifo = course / "submitted" / "fifo" / "small" / "small.ipynb"
     fifo.unlink()
     os.mkfifo(fifo)
+    # A folder where the lab has a file: nbgrader's copy of the lab's files over the submission raises.
+    (course / "submitted" / "folder-over-data" / "small" / "data.txt").mkdir()
+    (course / "submitted" / "folder-over-data" / "small" / "data.txt" / "notes.txt").write_text("")
+    everyone = autograde.students(course, "small")
+    assert everyone.index("honest") % 2 != everyone.index(COMMA_ID) % 2, "the two must fall in different jobs"
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     run = subprocess.run([sys.executable, "-m", "ptgrader.autograde", "small", "--jobs", "2"], cwd=course, env=env,
                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300, check=False)
@@ -256,8 +266,10 @@ def test_every_failing_submission_gets_no_marks_and_a_report(small_course: tuple
     course, _ = small_course
     scores = {student: cells["test_answer"][0] for student, cells in lab_tools.read_scores(course, "small").items()}
     assert scores == {"honest": 1.0, "flags-edited": 1.0, "raises-recursion": 0.0, "raises-key": 0.0,
-                      "raises-oserror": 0.0, "unreadable": 0.0, "fifo": 0.0}
+                      "raises-oserror": 0.0, "unreadable": 0.0, "fifo": 0.0, "renamed": 0.0, "folder-over-data": 0.0}
     reports = lab_tools.read_reports(course, "small")
+    assert reports["renamed"]["refused"] == ["none of the lab's notebooks (small.ipynb); found small-Copy1.ipynb"]
+    assert reports["folder-over-data"]["unprocessed"].startswith("IsADirectoryError: "), reports["folder-over-data"]
     for student in ("raises-recursion", "raises-key", "raises-oserror", "unreadable"):
         assert reports[student]["unprocessed"], reports[student]
         graded = nbformat.read(course / "autograded" / student / "small" / "small.ipynb", as_version=4)
@@ -276,6 +288,6 @@ def test_the_run_logs_no_escape_code_and_the_listing_names_every_submission(smal
     assert "\x1b" not in listing
     review = {line.split()[1] for line in listing.splitlines() if line.startswith("REVIEW")}
     assert review == {"raises-recursion", "raises-key", "raises-oserror", "unreadable", "fifo", "flags-edited",
-                      intake.escaped(ESCAPE_CODES).split()[0]}
+                      "renamed", "folder-over-data", intake.escaped(ESCAPE_CODES).split()[0], COMMA_ID}
     report = json.loads((course / "autograded" / "fifo" / "small" / lab_tools.REPORT_NAME).read_text())
     assert report["student"] == "fifo"

@@ -2,8 +2,9 @@
 
 ``nbgrader autograde LAB`` grades one student after the other, and a lab's cells run mostly on one
 core. This runs N ordinary ``nbgrader autograde LAB`` commands side by side in the same course,
-each on its share of the students (the others passed to ``--CourseDirectory.student_id_exclude``),
-with the same configuration and the same jail for every kernel. Each job has its own warm server
+each on its share of the students (a JSON list in a file, ``--GuardedExporter.share``: never a
+comma-joined option, where a folder named ``x,alice`` once took ``alice`` out of every job), with the
+same configuration and the same jail for every kernel. Each job has its own warm server
 and kernel uid. The jobs write the same gradebook (SQLite serialises their short writes), so each
 one watches only the part of the course no other job writes (``GuardedExecute.watch_graded``
 off): the kernels, jailed, can reach none of it anyway.
@@ -17,9 +18,11 @@ do not fight over the cores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,16 +37,18 @@ def students(course: Path, lab: str) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if (p / lab).is_dir()) if submitted.is_dir() else []
 
 
-def commands(lab: str, everyone: list[str], jobs: int, extra: list[str]) -> list[list[str]]:
-    """One ``nbgrader autograde`` command per job, each excluding the students of the others."""
-    shares = [everyone[index::jobs] for index in range(jobs)]
+def commands(lab: str, everyone: list[str], jobs: int, extra: list[str], folder: Path) -> list[list[str]]:
+    """One ``nbgrader autograde`` command per job, each on its share of ``everyone``, written in ``folder``.
+
+    Every student is in exactly one share, whatever the id holds (a comma, a quote, an escape code:
+    the job that has it refuses it with a report, or logs it escaped).
+    """
     found = []
-    for share in (share for share in shares if share):
-        others = sorted(set(everyone) - set(share))
-        command = [sys.executable, "-m", "nbgrader", "autograde", lab, "--GuardedExecute.watch_graded=False", *extra]
-        if others:
-            command.append("--CourseDirectory.student_id_exclude=" + ",".join(others))
-        found.append(command)
+    for number, share in enumerate((share for share in (everyone[index::jobs] for index in range(jobs)) if share)):
+        listing = folder / f"share-{number + 1}.json"
+        listing.write_text(json.dumps(share), encoding="utf-8")
+        found.append([sys.executable, "-m", "nbgrader", "autograde", lab, "--GuardedExecute.watch_graded=False",
+                      f"--GuardedExporter.share={listing}", *extra])
     return found
 
 
@@ -80,17 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     # nbgrader runs `alembic` from its own environment: put this interpreter's scripts first on PATH.
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     env.setdefault("OMP_NUM_THREADS", str(kernel_threads(args.jobs)))
-    processes, relays = [], []
-    for number, command in enumerate(commands(args.lab, everyone, max(1, args.jobs), extra), start=1):
-        process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-        relaying = threading.Thread(target=relay, args=(process.stdout, f"[{number}] ", sys.stdout), daemon=True)
-        relaying.start()
-        processes.append(process)
-        relays.append(relaying)
-    codes = [process.wait() for process in processes]
-    for relaying in relays:
-        relaying.join()
+    with tempfile.TemporaryDirectory(prefix="ptgrader-shares-") as shares:
+        processes, relays = [], []
+        for number, command in enumerate(commands(args.lab, everyone, max(1, args.jobs), extra, Path(shares)),
+                                         start=1):
+            process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+            relaying = threading.Thread(target=relay, args=(process.stdout, f"[{number}] ", sys.stdout), daemon=True)
+            relaying.start()
+            processes.append(process)
+            relays.append(relaying)
+        codes = [process.wait() for process in processes]
+        for relaying in relays:
+            relaying.join()
     return max(codes)
 
 

@@ -9,6 +9,10 @@ code does can change it. The record is the check that this holds, and a repair i
 - the class's own folders (``submitted/``, ``autograded/``, ``feedback/``), which grow with every
   student, are recorded by their status (size, inode, modification and change times), so a record
   costs milliseconds for a class of hundreds: a change there is found and reported, not undone.
+  Each student's folder in them is walked for at most :data:`ENTRIES_PER_STUDENT` entries; past
+  that it is recorded by its own status alone. A refused submission of 200,000 empty files had
+  cost every other student's grading 7 s, twice a record per student; now at most a few
+  milliseconds.
 
 Other files in the course root are the instructor's (a log redirected there, ``grades.csv``).
 """
@@ -20,6 +24,7 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
+from itertools import islice
 from pathlib import Path
 
 RESTORABLE_FOLDERS = ("source", "release")
@@ -27,6 +32,9 @@ WATCHED_FOLDERS = ("submitted", "autograded", "feedback")
 WATCHED_ROOT_FILES = ("gradebook.db*", "nbgrader_config.*")
 #: What graders grading side by side in one course write for their own students (ptgrader.autograde).
 SHARED_FOLDERS = ("autograded",)
+#: The most entries recorded one by one under a student's folder of a watched folder: twice what one
+#: submission may hold (``ptgrader.intake.MAX_ENTRIES``); a class's folders hold a few each.
+ENTRIES_PER_STUDENT = 2000
 
 
 def _status(path: Path) -> bytes:
@@ -48,21 +56,42 @@ def _walk(root: Path) -> Iterator[Path]:
     """Every entry below ``root`` that is not a folder (a link to one included), links not followed.
 
     Without recursion: a submission nested a thousand folders deep exhausted the recursion of Python
-    3.11's ``os.walk`` here, before every student's run, and left the whole class unprocessed.
+    3.11's ``os.walk`` here, before every student's run, and left the whole class unprocessed. Lazy,
+    folder by folder, so that a caller who stops early reads no more of a large folder.
     """
     pending = [root]
     while pending:
         try:
-            entries = sorted(os.scandir(pending.pop()), key=lambda entry: entry.name)
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        yield Path(entry.path)
+                    elif entry.name != "__pycache__":
+                        pending.append(Path(entry.path))
         except OSError:  # removed or unreadable while we walk
             continue
-        folders = []
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                yield Path(entry.path)
-            elif entry.name != "__pycache__":
-                folders.append(Path(entry.path))
-        pending.extend(reversed(folders))
+
+
+def _watched(folder: Path) -> Iterator[tuple[Path, bytes]]:
+    """The status of every entry below a class's folder, each student's folder walked for at most
+    :data:`ENTRIES_PER_STUDENT` entries: past that, the student's folder stands for all it holds."""
+    try:
+        students = [Path(entry.path) for entry in os.scandir(folder)]
+    except OSError:  # removed or unreadable
+        return
+    for student in students:
+        if student.is_symlink() or not student.is_dir():
+            yield student, _status(student)
+            continue
+        entries = list(islice(_walk(student), ENTRIES_PER_STUDENT + 1))
+        if len(entries) > ENTRIES_PER_STUDENT:
+            yield student, _status(student) + b":and more entries than recorded one by one"  # stat: not restorable
+            continue
+        for path in entries:
+            try:
+                yield path, _status(path)
+            except OSError:  # removed while we walk: absent from the record, as it is from the folder
+                continue
 
 
 @dataclass
@@ -85,10 +114,12 @@ class CourseRecord:
         for entry in sorted(self.root.iterdir()) if self.root.is_dir() else []:
             if self.shared and (entry.name in SHARED_FOLDERS or entry.name.startswith("gradebook.db")):
                 continue
-            if entry.is_dir() and not entry.is_symlink() and entry.name in (*RESTORABLE_FOLDERS, *WATCHED_FOLDERS):
-                keep = _read if entry.name in RESTORABLE_FOLDERS else _status
+            if entry.is_dir() and not entry.is_symlink() and entry.name in RESTORABLE_FOLDERS:
                 for path in _walk(entry):
-                    files[str(path.relative_to(self.root))] = keep(path)
+                    files[str(path.relative_to(self.root))] = _read(path)
+            elif entry.is_dir() and not entry.is_symlink() and entry.name in WATCHED_FOLDERS:
+                for path, status in _watched(entry):
+                    files[str(path.relative_to(self.root))] = status
             elif any(fnmatch(entry.name, pattern) for pattern in WATCHED_ROOT_FILES):
                 files[entry.name] = _read(entry)
         for extra in self.extra_roots:

@@ -12,21 +12,32 @@ exporter (``c.Autograde.exporter_class``), so the plain ``nbgrader autograde LAB
   submissions and before it opens any file of them; there, every submission folder is checked
   (:mod:`ptgrader.intake`), and one that holds a link, a FIFO, a device or an odd name is taken out
   of the list: nbgrader never opens it, the student gets no marks and a report that says why;
+- **grades only its own share of the class** when graders run side by side
+  (``ptgrader.autograde --jobs``): ``--GuardedExporter.share`` names a file listing whom this one
+  grades. A list of ids in a file, not nbgrader's comma-joined ``student_id_exclude``: a folder
+  named ``x,alice`` once made every other job skip ``alice``, who was graded by none;
+- **refuses a submission that holds none of the lab's notebooks** (a "Make a copy" name such as
+  ``lab01_tensors-Copy1.ipynb``), with the names expected and found, instead of nbgrader's "No
+  notebooks found" for the whole run;
 - **turns any failure while converting one notebook into that student's report**: the exception
   (any ``Exception``, not a list of known ones) is caught around each of nbgrader's two passes over
   the notebook, the student gets no marks for that notebook, a graded notebook that says "needs
-  review" and why, and ``ptgrader-report.json`` with the reason; the run goes on. Only failures of
-  the grading machine itself (:data:`RUN_LEVEL`: no jail possible, no gradebook) still end the run;
+  review" and why, and ``ptgrader-report.json`` with the reason; the run goes on. The same holds
+  for nbgrader's other steps of one submission (:class:`StudentSteps`: copying the course's files
+  over it, writing the graded notebook, permissions). Only failures of the grading machine itself
+  (:data:`RUN_LEVEL`: no jail possible, no gradebook) still end the run;
 - **adds to the report what the repairs before the run found** (``resources["ptgrader"]``, e.g. the
   cell flags :class:`~ptgrader.repair.RestoreCellFlags` put back).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +48,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from sqlalchemy.exc import OperationalError
+from traitlets import Unicode
 
 from .execute import IsolationUnavailable
 from .intake import escaped, is_safe_name, problems
@@ -111,9 +123,42 @@ def needs_review_notebook(reason: str) -> NotebookNode:
     return nb
 
 
-def refuse_unsafe_submissions(converter: Autograde) -> None:
+def read_share(path: str) -> set[str] | None:
+    """The students one of several graders grades (a JSON list in ``path``); None: every student."""
+    if not path:
+        return None
+    share = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not (isinstance(share, list) and all(isinstance(student, str) for student in share)):
+        raise ValueError(f"{path}: not a JSON list of student ids")
+    return set(share)
+
+
+def lab_notebooks(coursedir: CourseDirectory, assignments: set[str]) -> dict[str, set[str]]:
+    """Each lab's notebook names (without ``.ipynb``), as the gradebook knows them; a lab it does not know is left out."""
+    names = {}
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        for assignment in assignments:
+            try:
+                names[assignment] = {notebook.name for notebook in gradebook.find_assignment(assignment).notebooks}
+            except MissingEntry:  # nbgrader stops on it by itself
+                continue
+    return names
+
+
+def notebook_problem(expected: set[str], found: list[str]) -> list[str]:
+    """Why a submission holding none of its lab's notebooks cannot be graded ([] when it holds one)."""
+    stems = {Path(path).stem for path in found}
+    if not expected or stems & expected:
+        return []
+    return [f"none of the lab's notebooks ({', '.join(sorted(name + '.ipynb' for name in expected))});"
+            f" found {', '.join(sorted(escaped(Path(path).name) for path in found))}"]
+
+
+def refuse_unsafe_submissions(converter: Autograde, share: set[str] | None = None) -> None:
     """Take every submission whose folder :func:`ptgrader.intake.problems` refuses out of nbgrader's list.
 
+    Also out: one that holds none of its lab's notebooks (:func:`notebook_problem`), and, when
+    ``share`` is given, every student outside it (another grader's, ``ptgrader.autograde --jobs``).
     A refused student with a safe id gets 0 and a report (unless graded earlier and not ``--force``d,
     as nbgrader would skip it); one whose id is not a safe name is only logged, escaped.
     """
@@ -122,13 +167,18 @@ def refuse_unsafe_submissions(converter: Autograde) -> None:
     # How nbgrader itself reads the student and the lab from a submission's folder (convert_notebooks).
     pattern = re.compile(coursedir.format_path(coursedir.submitted_directory, "(?P<student>.*)", "(?P<lab>.*)",
                                                escape=True))
-    for folder in sorted(converter.assignments):
-        match = pattern.fullmatch(folder)
+    matches = {folder: pattern.fullmatch(folder) for folder in sorted(converter.assignments)}
+    expected = lab_notebooks(coursedir, {match["lab"] for match in matches.values() if match is not None})
+    for folder, match in matches.items():
         if match is None or match["student"] in excluded:
-            continue  # not a folder nbgrader can grade, or another grader's student (ptgrader.autograde --jobs)
+            continue  # not a folder nbgrader can grade, or one the instructor left out
         student, assignment = match["student"], match["lab"]
+        if share is not None and student not in share:
+            del converter.assignments[folder]  # another grader's student
+            continue
         try:
-            reasons = problems(Path(folder))
+            reasons = problems(Path(folder)) or notebook_problem(expected.get(assignment, set()),
+                                                                 converter.assignments[folder])
         except Exception as error:  # noqa: BLE001  (any failure to check one folder refuses that folder only)
             reasons = [f"the grader could not check this folder ({escaped(type(error).__name__)})"]
         if not reasons:
@@ -149,15 +199,85 @@ def refuse_unsafe_submissions(converter: Autograde) -> None:
         add_to_report(coursedir, (student, assignment, ""), {"refused": reasons})
 
 
+class StudentSteps:
+    """nbgrader's steps for one submission around the exporter, each failure made that submission's report.
+
+    nbgrader offers a seam for converting a notebook (the exporter), none for the steps around it in
+    its loop over the class (``BaseConverter.convert_notebooks``): copying the course's files over the
+    submission (``init_assignment``: a folder where the lab has a file raised ``IsADirectoryError``),
+    writing the graded notebook, setting permissions. There an exception is logged, the student's
+    graded folder removed, and the whole run exits 1 at its end, with no report for that student. So
+    the converter's own methods are wrapped on its instance, once, when it builds its exporter:
+    ``init_destination`` says whose submission comes next, and a failure in any later step gives that
+    submission no marks and a report (``unprocessed``), and skips its remaining steps.
+    """
+
+    #: The converter's steps for one submission after ``init_destination``, in nbgrader's order.
+    STEPS = ("init_assignment", "convert_single_notebook", "set_permissions")
+
+    def __init__(self, converter: Autograde) -> None:
+        self.converter = converter
+        self.current: tuple[str, str] | None = None  # (student, assignment) of the submission being graded
+        self.failed: set[tuple[str, str]] = set()
+        converter.init_destination = self._starting(converter.init_destination)
+        for name in self.STEPS:
+            setattr(converter, name, self._guarded(getattr(converter, name)))
+
+    def _starting(self, init_destination: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
+        @functools.wraps(init_destination)
+        def starting(assignment_id: str, student_id: str) -> bool:
+            self.current = (student_id, assignment_id)
+            try:
+                return init_destination(assignment_id, student_id)
+            except RUN_LEVEL:
+                raise
+            except Exception as problem:  # noqa: BLE001  (the whole class: one submission never ends the run)
+                self._fail(problem)
+                return False
+
+        return starting
+
+    def _guarded(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(step)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self.current in self.failed:
+                return None  # an earlier step of this submission failed: nothing more of it runs
+            try:
+                return step(*args, **kwargs)
+            except RUN_LEVEL:
+                raise
+            except Exception as problem:  # noqa: BLE001  (the whole class: one submission never ends the run)
+                self._fail(problem)
+                return None
+
+        return guarded
+
+    def _fail(self, problem: Exception) -> None:
+        assert self.current is not None, "a step of a submission ran before nbgrader named the submission"
+        student, assignment = self.current
+        self.failed.add(self.current)
+        coursedir = self.converter.coursedir
+        self.converter.log.warning("ptgrader: %s/%s: %s:\n%s", escaped(student), escaped(assignment), NEEDS_REVIEW,
+                                   escaped("".join(traceback.format_exception(problem))[-20_000:]))
+        if is_safe_name(student) and is_safe_name(assignment):
+            give_no_marks(coursedir, student, assignment, None)
+            add_to_report(coursedir, (student, assignment, ""), {"unprocessed": describe(problem)})
+
+
 class GuardedExporter(NotebookExporter):
     """nbgrader's notebook exporter, with the submissions checked first and every failure made a report."""
+
+    share = Unicode("", help="A file holding a JSON list of the students this grader grades, when several grade"
+                             " one course side by side (ptgrader.autograde --jobs); empty: every student.").tag(
+        config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._failed: dict[Key, str] = {}
         self._notes: dict[Key, dict[str, Any]] = {}  # what the first pass's repairs found, for the report
         if isinstance(self.parent, Autograde):  # built by the converter once it listed the submissions
-            refuse_unsafe_submissions(self.parent)
+            refuse_unsafe_submissions(self.parent, read_share(self.share))
+            StudentSteps(self.parent)
 
     @property
     def _coursedir(self) -> CourseDirectory:
