@@ -1126,18 +1126,26 @@ def test_report_lists_submissions_to_review(tmp_path: Path, capsys: pytest.Captu
     assert main(["lab01", "--course", str(tmp_path)]) == 2
     assert "no grading reports for lab01" in capsys.readouterr().err
     students = {"alice": {}, "mallory": {"withheld": "uses get_ipython"}, "trudy": {"tampered": ["test_f"]},
-                "zed": {"survivors": "kernel pid 7 did not die"}}
+                "zed": {"survivors": "kernel pid 7 did not die"},
+                # Reports the listing trusts nothing of: another student's name with an escape code, a field of
+                # the wrong type (round 6).
+                "victor": {"student": "alice \x1b[2J"}, "wendy": {"tampered": 7}}
     for student, extra in students.items():
         folder = tmp_path / "autograded" / student / "lab01"
         folder.mkdir(parents=True)
         (folder / REPORT_NAME).write_text(json.dumps({"student": student, **extra}))
+    (tmp_path / "autograded" / "yves" / "lab01").mkdir(parents=True)
+    (tmp_path / "autograded" / "yves" / "lab01" / REPORT_NAME).write_text("[not the grader's")
     assert main(["lab01", "--course", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "ok      alice",
         "REVIEW  mallory  grades withheld: uses get_ipython",
         "REVIEW  trudy  the grader's canaries found tampering in test_f",
+        "ok      victor",
+        "REVIEW  wendy  the report could not be read (TypeError)",
+        "REVIEW  yves  the report could not be read (JSONDecodeError)",
         "REVIEW  zed  a kernel could not be ended: kernel pid 7 did not die",
-        "4 submissions, 3 to review",
+        "7 submissions, 5 to review",
     ]
 
 

@@ -86,6 +86,20 @@ def summarize(report: dict) -> str:
     return "; ".join(say(report[key]) for key, say in _SAID if report.get(key))
 
 
+def listed(path: Path) -> str:
+    """:func:`summarize` of the report at ``path``, or why it cannot be read.
+
+    The grader writes every report, but the listing trusts none of it: whoever it names, the student
+    is the folder's, and a report that is not the grader's JSON (a file a submission could have put
+    there, were ``ptgrader-report.json`` not left out of what nbgrader copies) is itself to review.
+    """
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        return summarize(report) if isinstance(report, dict) else "the report is not a JSON object"
+    except Exception as problem:  # noqa: BLE001  (any unreadable report is listed, never a crash of the listing)
+        return f"the report could not be read ({type(problem).__name__})"
+
+
 def ungraded(course: Path, lab: str) -> list[str]:
     """The students with a submission of ``lab`` and nothing in ``autograded/``, named escaped.
 
@@ -107,10 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     review = 0
     for path in reports:
-        report = json.loads(path.read_text(encoding="utf-8"))
-        line = escaped(summarize(report))
+        line = escaped(listed(path))
         review += bool(line)
-        print(f"{'REVIEW' if line else 'ok':6}  {report['student']}" + (f"  {line}" if line else ""))
+        print(f"{'REVIEW' if line else 'ok':6}  {escaped(path.parent.parent.name)}" + (f"  {line}" if line else ""))
     missing = ungraded(args.course, args.lab)
     for name in missing:
         why = "its id is not letters, digits and ._- only" if not is_safe_name(name) else "nbgrader graded no notebook"
