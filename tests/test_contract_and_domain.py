@@ -52,6 +52,11 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
         (lambda t: t + torch.rand(()), "global RNG drawn", True),
         (lambda t: torch.set_grad_enabled(False) and t, "modes changed", ["grad mode"]),
         (lambda t: torch.set_default_dtype(torch.float64) or t * 2, "modes changed", ["default dtype"]),
+        # Settings that change no number on a CPU grader (round 7): only the harness can see them left changed.
+        (lambda t: torch.set_float32_matmul_precision("high") or t * 2, "modes changed",
+         ["CUDA matmul TF32", "float32 matmul precision"]),
+        (lambda t: torch.autograd.set_detect_anomaly(True) and t * 2, "modes changed", ["anomaly detection"]),
+        (lambda t: setattr(torch.backends.cudnn, "benchmark", True) or t * 2, "modes changed", ["cuDNN"]),
     ],
 )
 def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, seen: object,
@@ -61,7 +66,29 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
     finally:
         torch.set_grad_enabled(True)
         torch.set_default_dtype(torch.float32)
+        torch.set_float32_matmul_precision("highest")
+        torch.autograd.set_detect_anomaly(False)
+        torch.backends.cudnn.benchmark = False
     assert contract[key] == seen
+
+
+def test_a_quiet_setting_left_changed_by_an_earlier_call_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A visible test calls the function unchecked first: a setting that changes no number on the CPU (round 7:
+    float32 matmul precision left at "high") then is already changed when the harness calls it, before and
+    after alike. It is seen against the settings the kernel had when the checks were imported."""
+    def leaks(t: torch.Tensor) -> torch.Tensor:
+        torch.set_float32_matmul_precision("high")
+        return t * 2
+
+    try:
+        leaks(torch.ones(2))  # the unchecked call of a visible test
+        contract = contract_of(leaks, torch.ones(2), monkeypatch=monkeypatch)
+        put_back = torch.get_float32_matmul_precision()  # so that later code does not find it changed
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert contract["modes changed"] == ["CUDA matmul TF32", "float32 matmul precision"]
+    assert put_back == "highest"
+    assert contract_of(lambda t: t * 2, torch.ones(2), monkeypatch=monkeypatch)["modes changed"] == []
 
 
 def test_state_kept_between_calls_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:

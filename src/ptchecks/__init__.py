@@ -461,6 +461,7 @@ def begin(test_id: str) -> None:
     so that the outputs its later lines send reach the grader.
     """
     LEDGER.reset(test_id, keep_going=True)
+    contract.put_back_quiet_settings()  # what an earlier part left changed is that part's
 
 
 def complete(test_id: str, token: str, expected_checks: int) -> None:
