@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -26,6 +27,7 @@ import pytest
 from ptgrader import autograde, intake
 from ptgrader.autograde import relay
 from ptgrader.outputs import METADATA, make_safe
+from ptgrader import safe_html
 from ptgrader.safe_html import markdown_to_safe_html
 from tests import hostile, html_pages, lab_tools, run_profile
 
@@ -166,6 +168,20 @@ def test_markdown_renders_inert_and_readable() -> None:
     for kept in ("<h1>Part 1", '<a href="https://pytorch.org">', "<code>x.view(2, 3)</code>", "<td>1</td>",
                  '<span class="n">x</span>'):
         assert kept in honest, (kept, honest)
+
+
+def test_markdown_nested_past_a_limit_renders_at_once_as_text() -> None:
+    """Round 7: 20,000 unclosed <ul><li> (160 KB) held the sanitiser for 179 s (its parser walks the stack of open
+    tags at each new tag), and with it generate_feedback and the formgrader's server. Past MAX_DEPTH or
+    MAX_CHARS the cell is shown as escaped text, at once; a cell nested as deep as Markdown needs renders as ever."""
+    bomb = (lab_tools.FIXTURES / "hostile" / "broken" / "markdown_nesting_bomb.md").read_text(encoding="utf-8") * 20
+    started = time.process_time()
+    page = markdown_to_safe_html(bomb)
+    assert time.process_time() - started < 2.0
+    assert page.startswith("<pre>&lt;ul&gt;&lt;li&gt;") and html_pages.active_parts(page, markdown=True) == []
+    assert markdown_to_safe_html("x" * (safe_html.MAX_CHARS + 10)).endswith("[cut by the grader]</pre>")
+    lists = "\n".join("  " * level + "- item" for level in range(20))  # 20 levels: 40 open tags
+    assert "<pre>" not in markdown_to_safe_html(lists) and markdown_to_safe_html(lists).count("<li>") == 20
 
 
 def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:
