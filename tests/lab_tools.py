@@ -51,7 +51,7 @@ HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
 #: what the runtime defences alone achieve. A shorter cell timeout keeps the endless loop cheap.
 RUNTIME_ONLY_CONFIG = """
 c.GuardedExecute.enforce_code_policy = False
-c.GuardedExecute.timeout = 10
+c.GuardedExecute.timeout = 5
 """
 #: The grader's report beside each graded notebook (ptgrader.execute.REPORT_NAME; a test holds them equal).
 REPORT_NAME = "ptgrader-report.json"
@@ -473,16 +473,26 @@ def hostile_cases_for(lab: str, *, policy: bool, labs: list[str] | None = None) 
     share, so that each case is graded in two labs and each lab meets a few.
 
     Why not every case in every lab: a case attacks the grader, which is the same for every lab, and
-    grading each of them seven times was a third of the suite's time.
+    grading each of them seven times was a third of the suite's time. Why the cases that run go to the
+    light labs only (those without a ``SUBMISSION_WEIGHT``): a case refused or withheld before its run
+    costs the same in every lab, but one that runs pays for all of its lab's cells, five times as much in
+    lab 05 as in lab 01.
     """
     from tests import hostile  # the catalogue imports this module
 
     labs = labs or lab_names()
     chosen = [case for case in hostile.cases() if case.policy == policy]
-    index = labs.index(lab)
-    if index == 0:
+    if labs.index(lab) == 0:
         return chosen
-    return [] if not policy else [case for k, case in enumerate(chosen) if k % (len(labs) - 1) == index - 1]
+    if not policy:
+        return []
+    others = labs[1:]
+    light = [name for name in others if name not in SUBMISSION_WEIGHT] or others
+    running = [case for case in chosen if case.flag not in NEVER_RUN]
+    not_run = [case for case in chosen if case.flag in NEVER_RUN]
+    second_lab = {case.student: light[k % len(light)] for k, case in enumerate(running)}
+    second_lab |= {case.student: others[k % len(others)] for k, case in enumerate(not_run)}
+    return [case for case in chosen if second_lab[case.student] == lab]
 
 
 def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, policy: bool) -> Submissions:
@@ -499,6 +509,9 @@ def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, 
         for case in hostile_cases_for(lab, policy=policy)
     }
 
+
+#: The report flags of a hostile case the grader never runs: grades withheld by the code policy, or refused.
+NEVER_RUN = frozenset({"withheld", "refused"})
 
 #: What a submission costs to grade in a lab, against one of lab 01's (a lab not listed counts as 1): the kernel CPU
 #: of a run submission, from the grader's reports of 2026-12-04 (lab 05 4.7 s: torch.compile and the profiler;

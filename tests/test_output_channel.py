@@ -163,6 +163,9 @@ def test_nan_and_infinities_travel_as_floats_and_compare_as_themselves(monkeypat
         (1, 1.0),  # nor a float
         ({"b": 1, "a": 2}, {"a": 2, "b": 1}),  # the same items in another order
         ({"a": [1, (2,)]}, {"a": [1, [2]]}),  # deep inside
+        ({True: "x", 2.0: "y"}, {1: "x", 2: "y"}),  # keys Python finds equal, of other types
+        ({(1, True): 0}, {(1, 1): 0}),
+        ({0.1 + 0.2: 0}, {0.3: 0}),  # a float key is compared exactly, not within a tolerance
     ],
 )
 def test_types_and_orders_that_differ_are_told_apart(student: object, reference: object) -> None:

@@ -184,6 +184,7 @@ def same_value(value: Any, expected: Any, rtol: float | None = None, atol: float
                             abs_tol=FLOAT_ATOL if atol is None else atol)
     if isinstance(expected, (list, tuple)):
         return len(value) == len(expected) and all(same_value(v, e, rtol, atol) for v, e in zip(value, expected))
-    if isinstance(expected, dict):
-        return list(value) == list(expected) and all(same_value(value[k], expected[k], rtol, atol) for k in expected)
+    if isinstance(expected, dict):  # keys exactly, as values: True, 1 and 1.0 are one key to Python, not to us
+        return same_value(list(value), list(expected), 0.0, 0.0) and all(
+            same_value(value[k], expected[k], rtol, atol) for k in expected)
     return value == expected
