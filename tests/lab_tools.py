@@ -60,6 +60,9 @@ REPORT_NAME = "ptgrader-report.json"
 _FIXTURE_NAME = re.compile(r"^(?P<grade_id>[A-Za-z0-9_]+?)__(?P<idea>[A-Za-z0-9_]+)$")
 
 
+#: The folder of a lab's fixtures that holds its correct alternative answers (``alternatives``).
+RIGHT = "right"
+
 #: The line of a fixture whose mistake only a check inside the kernel sees (see Fixture.in_kernel_only).
 IN_KERNEL_MARK = "# caught inside the kernel only: the part keeps the outputs' share of its points"
 
@@ -129,6 +132,9 @@ class Fixture:
     grade_id: str  # the solution cell it replaces; its test cell is "test_" + grade_id
     idea: str  # the short name of the mistake
     path: Path
+    #: A correct alternative answer (tests/fixtures/<lab>/right/), right in another way than the reference:
+    #: it must keep every point of its part.
+    correct: bool = False
 
     @property
     def test_id(self) -> str:
@@ -159,11 +165,13 @@ def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
     few submissions as the part with the most fixtures needs. The first groups are wrong in every
     part; the later ones leave the parts with fewer fixtures untouched, and show that the wrong
     answers beside them cost those parts nothing (the solution's submission shows every part's full
-    marks). What grouping cannot see is a fixture that also breaks another part of its group.
+    marks). A part's correct alternatives (``alternatives``) come after its wrong answers, in the
+    groups where it has none left: they cost a submission only where a part's wrong answers fill every
+    group. What grouping cannot see is a fixture that also breaks another part of its group.
     Deterministic; the student id numbers the group, and the test's messages name its fixtures.
     """
     by_part: dict[str, list[Fixture]] = {}
-    for fixture in sorted(lab_fixtures, key=lambda f: f.path.name):
+    for fixture in sorted(lab_fixtures, key=lambda f: (f.correct, f.path.name)):
         by_part.setdefault(fixture.grade_id, []).append(fixture)
     depth = max(map(len, by_part.values()), default=0)
     return {
@@ -174,12 +182,26 @@ def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
 
 def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
     """The wrong-answer fixtures of one lab, sorted; a misnamed file raises instead of being skipped."""
+    return _read_fixtures(root / lab, lab, correct=False)
+
+
+def alternatives(lab: str, root: Path = FIXTURES) -> list[Fixture]:
+    """The correct alternative answers of one lab (tests/fixtures/<lab>/right/), sorted.
+
+    Why: a check that refuses a right answer is as wrong as one that accepts a wrong answer, and the
+    outside rounds found one in most rounds (a dict's key order, the order of simulated ranks, serving
+    without a graph). Each of these must keep every point of its part.
+    """
+    return _read_fixtures(root / lab / RIGHT, lab, correct=True)
+
+
+def _read_fixtures(folder: Path, lab: str, *, correct: bool) -> list[Fixture]:
     found = []
-    for path in sorted((root / lab).glob("*.py")):
+    for path in sorted(folder.glob("*.py")):
         match = _FIXTURE_NAME.match(path.stem)
         if match is None:
-            raise LabToolError(f"{path}: fixture names are <solution grade_id>__<short_wrong_idea>.py")
-        found.append(Fixture(lab, match["grade_id"], match["idea"], path))
+            raise LabToolError(f"{path}: fixture names are <solution grade_id>__<short_idea>.py")
+        found.append(Fixture(lab, match["grade_id"], match["idea"], path, correct))
     return found
 
 
@@ -366,8 +388,8 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
 
     ``solution``: the release with the source's solution cells (markers removed) -- must earn full
     marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<NN>``: the solution with
-    the cells of several parts replaced by typical wrong answers, at most one of each part
-    (``fixture_groups``), so any points lost elsewhere come from those cells.
+    the cells of several parts replaced by typical wrong answers or correct alternatives, at most one
+    of each part (``fixture_groups``), so any points lost elsewhere come from those cells.
     """
     sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
     releases = {p.name: nbformat.read(p, as_version=4) for p in release_notebooks(lab, course)}
@@ -579,7 +601,7 @@ def grade_labs(
         if isinstance(generated[lab], LabToolError):
             raise generated[lab]
         lab_fixtures = fixtures(lab, fixtures_root)
-        submissions[lab] = reference_submissions(generated_course, lab, lab_fixtures)
+        submissions[lab] = reference_submissions(generated_course, lab, lab_fixtures + alternatives(lab, fixtures_root))
         submissions[lab].update(hostile_submissions(generated_course, lab, lab_fixtures, policy=True))
         if lab == runtime_lab:
             course = runtime_course

@@ -484,10 +484,11 @@ def test_policy_names_every_torch_function_that_unpickles() -> None:
 
 @pytest.mark.parametrize("lab", lab_tools.lab_names())
 def test_policy_lets_every_solution_and_wrong_answer_through(lab: str) -> None:
-    """A wrong answer must lose its points, not be withheld: the policy may refuse no honest code of a lab."""
+    """A wrong answer must lose its points, not be withheld, and a correct alternative keep them: the policy may
+    refuse no honest code of a lab."""
     setup, names, nb = _lab_policy(lab)
     sources = {f"solution {k}": v for k, v in lab_tools.solution_sources(nb).items()}
-    sources |= {f"fixture {f.path.name}": f.source() for f in lab_tools.fixtures(lab)}
+    sources |= {f"fixture {f.path.name}": f.source() for f in lab_tools.fixtures(lab) + lab_tools.alternatives(lab)}
     refused = {name: [str(f) for f in scan_cell(s, 3, setup, lab=names)] for name, s in sources.items()}
     assert not {name: found for name, found in refused.items() if found}
 

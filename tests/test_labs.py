@@ -30,6 +30,7 @@ from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fi
 
 LAB_NAMES = lab_tools.lab_names()
 FIXTURES = [pytest.param(f, id=f"{f.lab}-{f.path.stem}") for lab in LAB_NAMES for f in lab_tools.fixtures(lab)]
+ALTERNATIVES = [pytest.param(f, id=f"{f.lab}-{f.path.stem}") for lab in LAB_NAMES for f in lab_tools.alternatives(lab)]
 #: Cheats and broken runs: each graded in the first lab and in one other (lab_tools.hostile_cases_for).
 HOSTILE = [
     pytest.param(lab, case, id=f"{lab}-{case.student}")
@@ -173,17 +174,17 @@ def test_every_part_is_complete(lab: str) -> None:
         setup = [cell for cell in code if lab_tools.nbgrader_meta(cell).get("grade_id") == "setup"]
         if not setup or "import ptchecks" not in setup[0].source:
             problems.append(f"{path.name}: no locked cell with grade_id 'setup' that imports ptchecks")
-    for fixture in lab_tools.fixtures(lab):
+    for fixture in _all_fixtures(lab):
         if fixture.grade_id not in solutions:
             problems.append(f"{fixture.path.name}: {lab} has no solution cell {fixture.grade_id}")
         if not fixture.source().startswith("#"):
-            problems.append(f"{fixture.path.name}: must start with a comment naming the mistake it encodes")
+            problems.append(f"{fixture.path.name}: must start with a comment naming the mistake or the other way")
     assert not problems, f"{lab}:\n  " + "\n  ".join(problems)
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)
 def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
-    lab_fixtures = lab_tools.fixtures(lab)
+    lab_fixtures = _all_fixtures(lab)
     groups = lab_tools.fixture_groups(lab_fixtures)
     grouped = sorted(f.path for group in groups.values() for f in group)
     assert grouped == sorted(f.path for f in lab_fixtures), f"{lab}: a fixture is graded twice or never"
@@ -234,14 +235,22 @@ def test_untouched_release_earns_zero(lab: str, graded: dict) -> None:
     assert scores and not earned, f"{lab}: the untouched student notebook earns points (cell: (score, max)): {earned}"
 
 
+def _all_fixtures(lab: str) -> list[Fixture]:
+    """A lab's wrong answers and correct alternatives: what its fixture groups hold."""
+    return lab_tools.fixtures(lab) + lab_tools.alternatives(lab)
+
+
+def _group_of(fixture: Fixture) -> tuple[str, list[Fixture]]:
+    """The student id of the submission that holds ``fixture``, and the fixtures submitted with it."""
+    return next((student, group) for student, group in lab_tools.fixture_groups(_all_fixtures(fixture.lab)).items()
+                if fixture in group)
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> None:
-    student, group = next(
-        (student, group) for student, group in lab_tools.fixture_groups(lab_tools.fixtures(fixture.lab)).items()
-        if fixture in group
-    )
+    student, group = _group_of(fixture)
     scores = _outcome(graded, fixture.lab).scores[student]
-    with_fixtures = {f.test_id for f in group}
+    with_fixtures = {f.test_id for f in group if not f.correct}
     assert fixture.test_id in scores, f"no graded cell {fixture.test_id} in the gradebook"
     got, points = scores[fixture.test_id]
     if fixture.in_kernel_only:  # a rule seen only in the kernel costs its share, never more (book/instructors.md)
@@ -259,6 +268,18 @@ def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> Non
     assert not others, (
         f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}; "
         f"graded as {student} with {[f.path.name for f in group]}"
+    )
+
+
+@pytest.mark.parametrize("fixture", ALTERNATIVES)
+def test_correct_alternative_keeps_full_marks(fixture: Fixture, graded: dict) -> None:
+    """A right answer written another way than the reference keeps every point of its part: its checks hold
+    the part's stated rules, not the reference's way of meeting them."""
+    student, _ = _group_of(fixture)
+    got, points = _outcome(graded, fixture.lab).scores[student][fixture.test_id]
+    assert got == points, (
+        f"{fixture.path.name}: {fixture.test_id} gives this correct answer {got:g} of {points:g}: a check asks for "
+        "more than the part's text, or the text asks for more than it says"
     )
 
 

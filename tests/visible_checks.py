@@ -79,6 +79,8 @@ def run(lab: str) -> dict[str, str | None]:
     results = {"reference": first_failure(nb, None, None)}  # the answers of the source: one run, every check
     for fixture in visible_fixtures(lab):
         results[fixture.path.name] = first_failure(nb, fixture.grade_id, fixture.source())
+    for fixture in lab_tools.alternatives(lab):  # right in another way: every visible check must pass too
+        results[f"{lab_tools.RIGHT}/{fixture.path.name}"] = first_failure(nb, fixture.grade_id, fixture.source())
     return results
 
 
