@@ -38,8 +38,9 @@ The submissions of issue 25 that stopped or harmed the whole run (``_broken_subm
 nbgrader must not open (a notebook linked to the source or to ``/dev/stdin``, a lab folder linked to
 the source, a FIFO, a name with terminal escape codes: each *arranged* after its notebook is written,
 since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel,
-a display nested 3,000 deep, and active HTML in Markdown and in an image's metadata
-(tests/fixtures/hostile/broken/).
+a display nested 3,000 deep, active HTML in Markdown and in an image's metadata
+(tests/fixtures/hostile/broken/), and files handed in beside the notebook (an HTML page, a folder named
+like the feedback page), which must not reach autograded/.
 """
 
 from __future__ import annotations
@@ -328,6 +329,17 @@ def _thousands_of_files(folder: Path, course: Path, lab: str) -> None:
             (folder / f"part{part:02d}" / f"{index:03d}.txt").touch()
 
 
+def _files_beside_the_notebook(folder: Path, course: Path, lab: str) -> None:
+    """Beside the notebook, an HTML page with a script (the formgrader served it from the instructor's own
+    Jupyter server, where one click on a link to it ran the script as the instructor), and a folder named
+    like the notebook's feedback page (``generate_feedback`` then exited 1). Round 10: graded, and neither
+    copied into autograded/."""
+    (folder / "figure.html").write_text("<script>fetch('/api/contents/owned', {method: 'PUT'})</script>\n")
+    page = folder / f"{lab}.html"
+    page.mkdir()
+    (page / "index.html").write_text("<p>in the way of the feedback page</p>\n")
+
+
 def _deep_folders(folder: Path, course: Path, lab: str) -> None:
     """Beside the notebook, 998 folders each inside the last: Python 3.11's os.walk ran out of recursion in
     the grader's check of the folder, and the whole run exited 1 with no student graded."""
@@ -380,6 +392,8 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase(name, _solution, _all(0), "refused", policy=True, arrange=arrange) for name, arrange in refused
     ] + [
         HostileCase("flag_edited_metadata", _flags_edited, _all("full"), "restored_flags", policy=True),
+        HostileCase("files_beside_the_notebook", _solution, _all("full"), "files_not_copied", policy=True,
+                    arrange=_files_beside_the_notebook),
         HostileCase("malformed_channel_payload", _broken_cell("malformed_channel_payload"), _all("full"), "", False),
         _nested_display(),
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),

@@ -301,6 +301,12 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
         assert not report.get("survivors"), f"{case.student}: processes survived the kernel: {report['survivors']}"
     size = outcome.notebook_bytes.get(case.student, 0)
     assert size < MAX_GRADED_NOTEBOOK_BYTES, f"{case.student}: the graded notebook holds {size} bytes of output"
+    lab_files = {str(path.relative_to(LABS / "source" / lab)) for path in (LABS / "source" / lab).rglob("*")}
+    foreign = [f"{course.name}: {relative}" for course in outcome.courses
+               if (graded_folder := course / "autograded" / case.student / lab).is_dir()
+               for relative in (str(path.relative_to(graded_folder)) for path in graded_folder.rglob("*"))
+               if relative not in lab_files | {lab_tools.REPORT_NAME, "timestamp.txt"}]
+    assert not foreign, f"{case.student}: files of the submission in autograded/, served to the instructor: {foreign}"
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

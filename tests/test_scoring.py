@@ -241,6 +241,40 @@ def test_past_the_most_outputs_the_rest_of_a_message_is_not_measured(monkeypatch
     grader.output(outs, {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
                          "content": content}, None, 0)
     assert len(measured) == 4 and list(grader.emitted[0]) == ["o0", "o1", "o2", "(too many outputs)"]
+    # Malformed outputs all go under one name: they are counted as received all the same (round 10).
+    measured.clear()
+    grader, outs = _guarded_receiver()
+    content = {"data": {channel.MIME: [{"no name": index} for index in range(1_000_000)]}, "metadata": {},
+               "transient": {}}
+    grader.output(outs, {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+                         "content": content}, None, 0)
+    assert len(measured) == 4 and len(grader.emitted[0]) == 2 and "(too many outputs)" in grader.emitted[0]
+
+
+def test_outputs_still_arriving_past_the_submissions_time_stop_within_one_message(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One message of a 30 MB list held the grader 40 s past the submission's time (round 10): the time is
+    checked while a message's outputs are read, not only when it arrives."""
+    from nbclient.exceptions import CellTimeoutError
+
+    from ptgrader import channel, receive
+
+    clock = [1000.0]
+    monkeypatch.setattr(receive.time, "monotonic", lambda: clock[0])
+
+    def slow_to_measure(payload: object) -> float:  # each output takes the grader a second
+        clock[0] += 1.0
+        return 10
+
+    monkeypatch.setattr(receive, "measured_size", slow_to_measure)
+    grader, outs = _guarded_receiver()
+    grader._deadline = clock[0]  # spent just as the message arrives
+    content = {"data": {channel.MIME: [{"no name": index} for index in range(1_000)]}, "metadata": {},
+               "transient": {}}
+    with pytest.raises(CellTimeoutError):
+        grader.output(outs, {"msg_type": "display_data", "header": {"msg_type": "display_data"},
+                             "parent_header": {}, "content": content}, None, 0)
+    assert clock[0] - grader._deadline <= receive.OUTPUT_GRACE_S + 64
 
 
 def test_a_cell_gets_only_what_is_left_of_the_submissions_time() -> None:

@@ -103,6 +103,38 @@ def test_a_hard_link_is_refused(tmp_path: Path) -> None:
     assert intake.problems(folder) == ["lab.ipynb: a hard link (one of 2 names of the same file)"]
 
 
+def test_a_file_with_the_set_user_or_group_id_bit_is_refused(tmp_path: Path) -> None:
+    """nbgrader copies a submission's files as the grader (root, often), and a copy keeps the mode's bits."""
+    submission = tmp_path / "submitted" / "mallory" / "lab"
+    submission.mkdir(parents=True)
+    tool = submission / "tool.bin"
+    tool.write_bytes(b"\x7fELF")
+    for bit in (0o4755, 0o2755):
+        tool.chmod(bit)
+        assert intake.problems(submission) == ["tool.bin: a file with the set-user-ID or set-group-ID bit"]
+    tool.chmod(0o755)
+    assert intake.problems(submission) == []
+
+
+def test_only_the_labs_own_files_stay_in_the_graded_folder(tmp_path: Path) -> None:
+    """Round 10: an HTML page handed in beside the notebook was served by the formgrader from the instructor's
+    own Jupyter server, and a folder named like the feedback page stopped generate_feedback."""
+    source, graded = tmp_path / "source" / "lab", tmp_path / "autograded" / "mallory" / "lab"
+    (source / "data").mkdir(parents=True)
+    (source / "data" / "table.csv").write_text("a,b\n")
+    (source / "lab.ipynb").write_text("{}")
+    (graded / "data").mkdir(parents=True)
+    (graded / "data" / "table.csv").write_text("a,b\n")  # the lab's own, copied over by nbgrader
+    (graded / "timestamp.txt").write_text("2026-12-05 03:00:00\n")
+    (graded / "figure.html").write_text("<script>alert(1)</script>")
+    (graded / "lab.html" / "deep").mkdir(parents=True)
+    (graded / "lab.html" / "deep" / "index.html").write_text("x")
+    (graded / "data" / "mine.html").write_text("x")
+    dropped = intake.drop_files_not_of_the_lab(graded, source, also_kept=("report.json",))
+    assert dropped == ["data/mine.html", "figure.html", "lab.html/deep/index.html"]
+    assert sorted(str(p.relative_to(graded)) for p in graded.rglob("*")) == ["data", "data/table.csv", "timestamp.txt"]
+
+
 def test_a_file_or_a_submission_too_large_to_read_is_refused(tmp_path: Path) -> None:
     """nbgrader reads a notebook whole, at about 48 times its size in memory: sizes are checked first (sparse files)."""
     folder = _submission(tmp_path)
@@ -172,13 +204,18 @@ def test_markdown_renders_inert_and_readable() -> None:
 
 def test_markdown_nested_past_a_limit_renders_at_once_as_text() -> None:
     """Round 7: 20,000 unclosed <ul><li> (160 KB) held the sanitiser for 179 s (its parser walks the stack of open
-    tags at each new tag), and with it generate_feedback and the formgrader's server. Past MAX_DEPTH or
+    tags at each new tag), and with it generate_feedback and the formgrader's server. Past MAX_DEPTH, MAX_TAGS or
     MAX_CHARS the cell is shown as escaped text, at once; a cell nested as deep as Markdown needs renders as ever."""
     bomb = (lab_tools.FIXTURES / "hostile" / "broken" / "markdown_nesting_bomb.md").read_text(encoding="utf-8") * 20
     started = time.process_time()
     page = markdown_to_safe_html(bomb)
     assert time.process_time() - started < 2.0
     assert page.startswith("<pre>&lt;ul&gt;&lt;li&gt;") and html_pages.active_parts(page, markdown=True) == []
+    # Round 10: end tags that close nothing (<em></a>) nest as deep, and 20 cells of them held the page 4 min.
+    for deep in ("<em></a>" * 12_000, "<b><i>x</b></i>" * 3_000):
+        started = time.process_time()
+        assert markdown_to_safe_html(deep).startswith("<pre>"), deep[:20]
+        assert time.process_time() - started < 1.0
     assert markdown_to_safe_html("x" * (safe_html.MAX_CHARS + 10)).endswith("[cut by the grader]</pre>")
     lists = "\n".join("  " * level + "- item" for level in range(20))  # 20 levels: 40 open tags
     assert "<pre>" not in markdown_to_safe_html(lists) and markdown_to_safe_html(lists).count("<li>") == 20

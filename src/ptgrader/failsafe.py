@@ -51,7 +51,7 @@ from sqlalchemy.exc import OperationalError
 from traitlets import Unicode
 
 from .execute import IsolationUnavailable
-from .intake import escaped, is_safe_name, problems
+from .intake import drop_files_not_of_the_lab, escaped, is_safe_name, problems
 from .report import NEEDS_REVIEW, REPORT_NAME
 
 #: Failures of the grading machine, not of a submission: every student would meet them, so the run stops.
@@ -209,7 +209,9 @@ class StudentSteps:
     graded folder removed, and the whole run exits 1 at its end, with no report for that student. So
     the converter's own methods are wrapped on its instance, once, when it builds its exporter:
     ``init_destination`` says whose submission comes next, and a failure in any later step gives that
-    submission no marks and a report (``unprocessed``), and skips its remaining steps.
+    submission no marks and a report (``unprocessed``), and skips its remaining steps. Once nbgrader has
+    copied a submission's files, only the lab's own stay (:func:`ptgrader.intake.drop_files_not_of_the_lab`),
+    and the report lists the others (``files_not_copied``).
     """
 
     #: The converter's steps for one submission after ``init_destination``, in nbgrader's order.
@@ -219,9 +221,40 @@ class StudentSteps:
         self.converter = converter
         self.current: tuple[str, str] | None = None  # (student, assignment) of the submission being graded
         self.failed: set[tuple[str, str]] = set()
+        self.dropped: dict[tuple[str, str], list[str]] = {}  # files of a submission not copied to autograded/
         converter.init_destination = self._starting(converter.init_destination)
+        converter.init_assignment = self._followed_by(converter.init_assignment, self._drop_files_not_of_the_lab)
+        converter.set_permissions = self._followed_by(converter.set_permissions, self._report_dropped_files)
         for name in self.STEPS:
             setattr(converter, name, self._guarded(getattr(converter, name)))
+
+    @staticmethod
+    def _followed_by(step: Callable[[str, str], Any], then: Callable[[str, str], None]) -> Callable[[str, str], Any]:
+        @functools.wraps(step)
+        def followed(assignment_id: str, student_id: str) -> Any:
+            result = step(assignment_id, student_id)
+            then(assignment_id, student_id)
+            return result
+
+        return followed
+
+    def _drop_files_not_of_the_lab(self, assignment_id: str, student_id: str) -> None:
+        """After nbgrader copied the submission's files and the lab's over them: only the lab's stay."""
+        coursedir = self.converter.coursedir
+        graded = Path(coursedir.format_path(coursedir.autograded_directory, student_id, assignment_id))
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", assignment_id))
+        dropped = drop_files_not_of_the_lab(graded, source, also_kept=(REPORT_NAME,))
+        if dropped:
+            self.dropped[(student_id, assignment_id)] = dropped
+            self.converter.log.warning("ptgrader: %s/%s: %d file(s) of the submission not copied, not the lab's: %s",
+                                       escaped(student_id), escaped(assignment_id), len(dropped),
+                                       ", ".join(dropped[:10]))
+
+    def _report_dropped_files(self, assignment_id: str, student_id: str) -> None:
+        """Once the grading run has written its report: which files were left out, for the instructor."""
+        dropped = self.dropped.get((student_id, assignment_id))
+        if dropped:
+            add_to_report(self.converter.coursedir, (student_id, assignment_id, ""), {"files_not_copied": dropped[:100]})
 
     def _starting(self, init_destination: Callable[[str, str], bool]) -> Callable[[str, str], bool]:
         @functools.wraps(init_destination)

@@ -91,6 +91,8 @@ def _entry_problem(path: Path, label: str, *, folder: bool) -> str | None:
         return f"{label}: {_kind(mode)}, not a regular file"
     if stat.S_ISREG(mode) and os.lstat(path).st_nlink > 1:  # another name of a file elsewhere (the lab's source?)
         return f"{label}: a hard link (one of {os.lstat(path).st_nlink} names of the same file)"
+    if stat.S_ISREG(mode) and mode & (stat.S_ISUID | stat.S_ISGID):  # nbgrader's copy (as root) would keep the bit
+        return f"{label}: a file with the set-user-ID or set-group-ID bit"
     return None
 
 
@@ -146,3 +148,29 @@ def problems(submission: Path) -> list[str]:
     if not found and (problem := _timestamp_problem(submission / TIMESTAMP)):
         found.append(problem)
     return found
+
+
+def drop_files_not_of_the_lab(graded: Path, source: Path, also_kept: tuple[str, ...] = ()) -> list[str]:
+    """Remove from ``graded`` (``autograded/<student>/<lab>/``) every file the lab's ``source`` folder does not
+    have, and every folder left empty; return their paths, relative and escaped.
+
+    Why: nbgrader copies every file of a submission into ``autograded/``, and from there into the student's
+    feedback, and the formgrader serves them from the instructor's own Jupyter server: a ``figure.html``
+    handed in beside the notebook, opened from a link in a Markdown cell, ran its script as the instructor
+    (round 10); a folder named like the feedback page stopped ``generate_feedback``. What is graded is the
+    lab's notebooks, which nbgrader writes later, and the lab's own files, copied over from ``source``;
+    nothing else a submission holds is read by anything the grader runs. nbgrader's ``timestamp.txt`` stays
+    (:func:`problems` has checked it), and so do the names in ``also_kept`` (the grader's report).
+    """
+    kept = {path.relative_to(source) for path in source.rglob("*") if path.is_file()}
+    kept |= {Path(TIMESTAMP), *map(Path, also_kept)}
+    dropped = []
+    for path in sorted(graded.rglob("*"), reverse=True):  # what a folder holds before the folder
+        relative = path.relative_to(graded)
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif relative not in kept:
+            path.unlink()
+            dropped.append(escaped(str(relative)))
+    return sorted(dropped)

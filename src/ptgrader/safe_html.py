@@ -61,10 +61,14 @@ def _kept(tag: str, name: str, value: str) -> bool:
 PROTOCOLS = frozenset({"http", "https", "mailto"})
 
 
-#: The deepest nesting of open tags, and the most characters, that :func:`clean` gives bleach. Its parser
-#: walks the stack of open tags at each new tag: a Markdown cell of 50,000 unclosed ``<div>`` (250 KB)
-#: held ``generate_feedback`` for 2 min 13 s, and the formgrader's server as long (round 7).
+#: The deepest nesting of open tags, the most opening tags and the most characters that :func:`clean` gives
+#: bleach. Its parser walks the stack of open tags at each new tag: a Markdown cell of 50,000 unclosed
+#: ``<div>`` (250 KB) held ``generate_feedback`` for 2 min 13 s, and the formgrader's server as long (round 7);
+#: ``<em></a>`` repeated (an end tag that closes nothing) nested as deep while an earlier count, which let
+#: every end tag close a level, said 1 (round 10: 4 min 27 s for 20 cells). A cell of real Markdown (a
+#: table of 50 rows, a list 20 levels deep) opens a few hundred tags.
 MAX_DEPTH = 100
+MAX_TAGS = 2_000
 MAX_CHARS = 100_000
 #: Elements that never hold others (no end tag): they open no level.
 _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
@@ -72,26 +76,37 @@ _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*?(/?)>")
 
 
-def _depth(html: str) -> int:
-    """The deepest nesting of open tags in ``html``, read as a browser would, but for misnested end tags."""
-    deepest = depth = 0
+def _too_nested(html: str) -> bool:
+    """Whether ``html`` opens more than :data:`MAX_TAGS` tags, or nests them deeper than :data:`MAX_DEPTH`.
+
+    The open tags are kept as a parser keeps them: an end tag closes the innermost open tag of its name
+    and every tag opened inside it, and an end tag that matches no open tag closes nothing (a browser
+    ignores it). Stops at the first level past the limit, so the stack it searches stays short.
+    """
+    open_tags: list[str] = []
+    opened = 0
     for match in _TAG.finditer(html):
         closing, name, self_closing = match.groups()
+        name = name.lower()
         if closing:
-            depth = max(0, depth - 1)
-        elif not self_closing and name.lower() not in _VOID:
-            depth += 1
-            deepest = max(deepest, depth)
-    return deepest
+            if name in open_tags:
+                del open_tags[len(open_tags) - 1 - open_tags[::-1].index(name):]
+        elif not self_closing and name not in _VOID:
+            open_tags.append(name)
+            opened += 1
+            if len(open_tags) > MAX_DEPTH or opened > MAX_TAGS:
+                return True
+    return False
 
 
 def clean(html: str) -> str:
     """``html`` with everything that could run removed, and tags outside :data:`TAGS` escaped.
 
-    HTML nested deeper than :data:`MAX_DEPTH` or longer than :data:`MAX_CHARS` is shown as escaped text
-    instead (cut at that length): no student's text makes the page slow to render.
+    HTML nested deeper than :data:`MAX_DEPTH`, with more than :data:`MAX_TAGS` tags or longer than
+    :data:`MAX_CHARS` is shown as escaped text instead (cut at that length): no student's text makes the page
+    slow to render.
     """
-    if len(html) > MAX_CHARS or _depth(html) > MAX_DEPTH:
+    if len(html) > MAX_CHARS or _too_nested(html):
         shown = escape(html[:MAX_CHARS]) + ("\n[cut by the grader]" if len(html) > MAX_CHARS else "")
         return f"<pre>{shown}</pre>"
     return bleach.clean(html, tags=TAGS, attributes=_kept, protocols=PROTOCOLS, strip_comments=True)
