@@ -328,15 +328,32 @@ def test_a_regular_user_grades_a_lab_honest_full_marks_hostile_nothing(user_fold
         lab_tools.submit(course, LAB, case.student, runtime_cases[case.student])
     honest = lab_tools.reference_submissions(course, LAB, [])[lab_tools.SOLUTION_STUDENT]
     lab_tools.submit(course, LAB, lab_tools.SOLUTION_STUDENT, honest)
+    # Round 11: an honest answer with a note beside it scored 0 and the run exited 1 (the report of the files
+    # left out was written after nbgrader made it read-only), and a file the grader cannot read left what
+    # was copied before it in autograded/.
+    noted = lab_tools.submit(course, LAB, "solution-with-a-note", honest)
+    (noted / "notes.txt").write_text("my notes\n")
+    unreadable = lab_tools.submit(course, LAB, "solution-with-an-unreadable-file", honest)
+    (unreadable / "figure.html").write_text("<script>alert(1)</script>\n")
+    (unreadable / "secret.txt").write_text("x\n")
     _chown_tree(course, uid)
+    (unreadable / "secret.txt").chmod(0)
     result = _as_user(uid, [sys.executable, "-m", "nbgrader", "autograde", LAB], course, top / "home", scratch)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"grading as uid {uid} failed:\n{lab_tools.nbgrader_errors(output)}\n{output[-4000:]}"
     scores = lab_tools.read_scores(course, LAB)
-    assert len(scores) == 1 + len(HOSTILE), scores
-    assert all(score == most > 0 for score, most in scores[lab_tools.SOLUTION_STUDENT].values()), scores
+    assert len(scores) == 3 + len(HOSTILE), scores
+    for student in (lab_tools.SOLUTION_STUDENT, "solution-with-a-note"):
+        assert all(score == most > 0 for score, most in scores[student].values()), (student, scores[student])
+    assert not any(score for score, _ in scores["solution-with-an-unreadable-file"].values())
+    graded = course / "autograded"
+    assert not (graded / "solution-with-a-note" / LAB / "notes.txt").exists()
+    assert not list((graded / "solution-with-an-unreadable-file").rglob("*.html")), "a file of a refused submission"
     for case in cases:
         assert all(score == 0 for score, _ in scores[case.student].values()), (case.name, scores[case.student])
     reports = lab_tools.read_reports(course, LAB)
     run_profile.count_grading_kernels(reports.values())
-    assert all(report["isolation"].startswith("jail: user namespace") for report in reports.values()), reports
+    assert reports["solution-with-a-note"]["files_not_copied"] == ["notes.txt"], reports["solution-with-a-note"]
+    assert "secret.txt: a file the grader cannot read" in str(reports["solution-with-an-unreadable-file"]["refused"])
+    graded_reports = [report for report in reports.values() if "isolation" in report]
+    assert all(report["isolation"].startswith("jail: user namespace") for report in graded_reports), reports

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -219,6 +220,20 @@ def test_markdown_nested_past_a_limit_renders_at_once_as_text() -> None:
     assert markdown_to_safe_html("x" * (safe_html.MAX_CHARS + 10)).endswith("[cut by the grader]</pre>")
     lists = "\n".join("  " * level + "- item" for level in range(20))  # 20 levels: 40 open tags
     assert "<pre>" not in markdown_to_safe_html(lists) and markdown_to_safe_html(lists).count("<li>") == 20
+
+
+def test_markdown_links_and_images_stay_beside_the_page() -> None:
+    """Round 11: a link through ``..%2F`` reached a file handed in under submitted/ (its script ran as the
+    instructor on one click), and an image of ``../../../logout`` logged the instructor out on each view."""
+    page = markdown_to_safe_html(
+        "[web](https://pytorch.org) [part](#part-1) [mail](mailto:a@b.c) [lab file](data/table.csv) "
+        "![plot](plot.png) [up](..%2F..%2Fsubmitted%2Fc00%2Flab%2Ffigure.html) [up2](../../gradebook.db) "
+        "![out](../../../logout) [root](/logout) [dot](./figure.html) [hidden](.ipynb_checkpoints/x) "
+        "![remote](https://example.com/pixel.png) [js](javascript:alert(1))")
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert hrefs == ["https://pytorch.org", "#part-1", "mailto:a@b.c", "data/table.csv"], hrefs
+    assert sources == ["plot.png"], sources
 
 
 def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:

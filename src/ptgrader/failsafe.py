@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shutil
 import traceback
@@ -87,7 +88,11 @@ def add_to_report(coursedir: CourseDirectory, key: Key, fields: dict[str, Any]) 
         pass  # none yet (or a half-written one): this one starts it
     report.update(fields)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    # A new file put in the old one's place: nbgrader may have made the old one read-only already
+    # (``set_permissions``), which stops an instructor who is not root from writing it (round 11).
+    written = path.with_name(f".{path.name}.new")
+    written.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(written, path)
 
 
 def give_no_marks(coursedir: CourseDirectory, student: str, assignment: str, notebook: str | None) -> None:
@@ -224,19 +229,31 @@ class StudentSteps:
         self.dropped: dict[tuple[str, str], list[str]] = {}  # files of a submission not copied to autograded/
         converter.init_destination = self._starting(converter.init_destination)
         converter.init_assignment = self._followed_by(converter.init_assignment, self._drop_files_not_of_the_lab)
-        converter.set_permissions = self._followed_by(converter.set_permissions, self._report_dropped_files)
+        converter.set_permissions = self._preceded_by(converter.set_permissions, self._report_dropped_files)
         for name in self.STEPS:
             setattr(converter, name, self._guarded(getattr(converter, name)))
 
     @staticmethod
     def _followed_by(step: Callable[[str, str], Any], then: Callable[[str, str], None]) -> Callable[[str, str], Any]:
+        """``step``, then ``then``, also when ``step`` raised (a copy stopped half-way left files behind)."""
         @functools.wraps(step)
         def followed(assignment_id: str, student_id: str) -> Any:
-            result = step(assignment_id, student_id)
-            then(assignment_id, student_id)
-            return result
+            try:
+                return step(assignment_id, student_id)
+            finally:
+                then(assignment_id, student_id)
 
         return followed
+
+    @staticmethod
+    def _preceded_by(step: Callable[[str, str], Any], first: Callable[[str, str], None]) -> Callable[[str, str], Any]:
+        """``first``, then ``step``: the report is written before nbgrader makes the folder read-only."""
+        @functools.wraps(step)
+        def preceded(assignment_id: str, student_id: str) -> Any:
+            first(assignment_id, student_id)
+            return step(assignment_id, student_id)
+
+        return preceded
 
     def _drop_files_not_of_the_lab(self, assignment_id: str, student_id: str) -> None:
         """After nbgrader copied the submission's files and the lab's over them: only the lab's stay."""
@@ -251,7 +268,8 @@ class StudentSteps:
                                        ", ".join(dropped[:10]))
 
     def _report_dropped_files(self, assignment_id: str, student_id: str) -> None:
-        """Once the grading run has written its report: which files were left out, for the instructor."""
+        """Once the grading run has written its report, before the folder is made read-only: which files
+        were left out, for the instructor."""
         dropped = self.dropped.get((student_id, assignment_id))
         if dropped:
             add_to_report(self.converter.coursedir, (student_id, assignment_id, ""), {"files_not_copied": dropped[:100]})

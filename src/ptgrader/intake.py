@@ -93,6 +93,9 @@ def _entry_problem(path: Path, label: str, *, folder: bool) -> str | None:
         return f"{label}: a hard link (one of {os.lstat(path).st_nlink} names of the same file)"
     if stat.S_ISREG(mode) and mode & (stat.S_ISUID | stat.S_ISGID):  # nbgrader's copy (as root) would keep the bit
         return f"{label}: a file with the set-user-ID or set-group-ID bit"
+    if not os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(mode) else 0), follow_symlinks=False):
+        # nbgrader's copy stops at it half-way, after copying what came before (round 11)
+        return f"{label}: {'a folder' if stat.S_ISDIR(mode) else 'a file'} the grader cannot read"
     return None
 
 

@@ -49,13 +49,32 @@ CLASSES = frozenset(STANDARD_TYPES.values()) - {""} | {"highlight", "anchor-link
                                                        "task-list-item-checkbox"}
 
 
+#: A relative URL a page keeps: plain names (none starting with a dot), each a file or folder below the
+#: page's own folder. No ``..``, no leading ``/``, no ``%`` (the formgrader's file handler decodes ``%2F``),
+#: no query.
+_LOCAL_PATH = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(?:/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
+
+
+def _local(value: str) -> bool:
+    """Whether a relative URL stays in the page's own folder.
+
+    Why: a link or image the formgrader resolves against its own pages reached, through ``..`` and
+    ``%2F``, a file the student handed in under ``submitted/`` (its script ran as the instructor on one
+    click) and Jupyter's ``/logout`` (an image logged the instructor out on each view; round 11).
+    Below the page's folder are only the lab's notebooks and files (``autograded/``, ``feedback/``).
+    """
+    return bool(_LOCAL_PATH.fullmatch(value))
+
+
 def _kept(tag: str, name: str, value: str) -> bool:
     """Whether bleach keeps attribute ``name="value"`` on ``tag``."""
     if name == "class":  # highlighted code's "hl-<language>" too: no page's own class starts so
         return all(word in CLASSES or word.startswith("hl-") for word in value.split())
     if (tag, name) == ("img", "src"):  # a remote image tells its host who opened the page, and when
+        return _local(value.strip())
+    if (tag, name) == ("a", "href"):  # a page of the web, an anchor of this page, or a file beside it
         url = urlsplit(value.strip())
-        return not (url.scheme or url.netloc)
+        return bool(url.scheme and url.netloc) or value.startswith("#") or url.scheme == "mailto" or _local(value)
     return name in OTHER_ATTRIBUTES.get(tag, ())
 #: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
 PROTOCOLS = frozenset({"http", "https", "mailto"})
