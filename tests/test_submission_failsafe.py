@@ -229,7 +229,7 @@ def test_markdown_links_and_images_stay_beside_the_page() -> None:
         "[web](https://pytorch.org) [part](#part-1) [mail](mailto:a@b.c) [lab file](data/table.csv) "
         "![plot](plot.png) [up](..%2F..%2Fsubmitted%2Fc00%2Flab%2Ffigure.html) [up2](../../gradebook.db) "
         "![out](../../../logout) [root](/logout) [dot](./figure.html) [hidden](.ipynb_checkpoints/x) "
-        "![remote](https://example.com/pixel.png) [js](javascript:alert(1))")
+        "![remote](https://example.com/pixel.png) [js](javascript:alert(1)) [js2](javascript://x%0aalert(1))")
     hrefs = re.findall(r'href="([^"]*)"', page)
     sources = re.findall(r'src="([^"]*)"', page)
     assert hrefs == ["https://pytorch.org", "#part-1", "mailto:a@b.c", "data/table.csv"], hrefs

@@ -74,7 +74,8 @@ def _kept(tag: str, name: str, value: str) -> bool:
         return _local(value.strip())
     if (tag, name) == ("a", "href"):  # a page of the web, an anchor of this page, or a file beside it
         url = urlsplit(value.strip())
-        return bool(url.scheme and url.netloc) or value.startswith("#") or url.scheme == "mailto" or _local(value)
+        web = url.scheme in ("http", "https") and bool(url.netloc)  # not javascript://x%0a..., whatever bleach does
+        return web or url.scheme == "mailto" or value.startswith("#") or _local(value)
     return name in OTHER_ATTRIBUTES.get(tag, ())
 #: URL schemes kept in ``href`` and ``src`` (a bare ``#anchor`` or a relative path is kept too).
 PROTOCOLS = frozenset({"http", "https", "mailto"})
