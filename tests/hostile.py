@@ -141,10 +141,14 @@ def _cheat_above_setup(name: str) -> Builder:
     return build
 
 
-def _after_second_test(source: str) -> Builder:
+def _after_test(source: str, test: int = 1, copies: int = 1) -> Builder:
+    """The solution with ``copies`` cells of ``source`` after its ``test``-th test cell (0-based; -1: the last)."""
+
     def build(release, answers, wrong):  # noqa: ANN001, ANN202
         nb = lab_tools.build_submission(release, answers)
-        return _with_cell(nb, _test_index(nb, 1), source)
+        for _ in range(copies):
+            nb = _with_cell(nb, _test_index(nb, test), source)
+        return nb
 
     return build
 
@@ -209,6 +213,11 @@ SIGINT_PROOF_LOOP = (
     "# A loop that ignores the interrupt a timeout sends.\n"
     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
 )
+#: A cell well within a cell's time limit (lab_tools.RUNTIME_ONLY_CONFIG). SILENT_CELLS of them, with no
+#: output, after the last test cell, run past the submission's limit there: each within its own limit, and
+#: the run is stopped all the same (every part ran before: full marks, and the report says it was stopped).
+SILENT_CELL = "# Half a second, silent.\nimport time\ntime.sleep(0.5)"
+SILENT_CELLS = 80
 #: 5 MB on one line (250 times what a cell keeps), and results that would render as active HTML.
 HUGE_AND_ACTIVE_LINES = (
     "# 5 MB of output on one line (250 times what a cell keeps), and a result shown as HTML and SVG that\n"
@@ -444,11 +453,15 @@ def cases() -> list[HostileCase]:
         found.append(HostileCase(name, _cheat(name), _all(0), RUNTIME_FLAGS.get(name, ""), policy=False))
     found += [
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
-        HostileCase("dead_kernel", _after_second_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
-        HostileCase("sigint_proof_loop", _after_second_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
-        HostileCase("automagic_line", _after_second_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
+        HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
+        HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
-            "huge_and_active_output", _after_second_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True
+            "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",
+            policy=False,
+        ),
+        HostileCase("automagic_line", _after_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
+        HostileCase(
+            "huge_and_active_output", _after_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True
         ),
         HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
         HostileCase("honest_answer_that_warns", _warning_first_part, _all("full"), "", policy=True),

@@ -48,10 +48,12 @@ BLANK_STUDENT = "blank"
 HONEST_AFTER_HOSTILE = "solution-graded-after-hostile"
 
 #: Appended to the configuration of the course that grades hostile cases with the code policy off:
-#: what the runtime defences alone achieve. A shorter cell timeout keeps the endless loop cheap.
+#: what the runtime defences alone achieve. Shorter limits keep the endless loop and the silent cells
+#: (hostile.SILENT_CELLS, 40 s in all) cheap; lab 01's solution takes a few seconds.
 RUNTIME_ONLY_CONFIG = """
 c.GuardedExecute.enforce_code_policy = False
 c.GuardedExecute.timeout = 5
+c.GuardedExecute.submission_timeout = 30
 """
 #: The grader's report beside each graded notebook (ptgrader.execute.REPORT_NAME; a test holds them equal).
 REPORT_NAME = "ptgrader-report.json"
@@ -178,6 +180,22 @@ def fixture_groups(lab_fixtures: Iterable[Fixture]) -> dict[str, list[Fixture]]:
         f"wrong-{index + 1:02d}": [found[index] for _, found in sorted(by_part.items()) if index < len(found)]
         for index in range(depth)
     }
+
+
+def blank_parts(groups: Mapping[str, list[Fixture]], parts: Iterable[str]) -> dict[str, set[str]]:
+    """Student id -> the parts (solution grade_ids) its group submits as the release has them: blank.
+
+    Why: every group runs the whole lab again, and some parts' checks cost seconds (lab 05's profiles,
+    lab 06's exports). A part with no fixture in a group shows there that the wrong answers beside it
+    cost it nothing; its first such group shows that, and in the later ones it is left blank, so its
+    checks stop at once (a blank part earns nothing: ``test_untouched_release_earns_zero``).
+    """
+    blank: dict[str, set[str]] = {student: set() for student in groups}
+    for part in parts:
+        free = [student for student, group in groups.items() if all(f.grade_id != part for f in group)]
+        for student in free[1:]:
+            blank[student].add(part)
+    return blank
 
 
 def fixtures(lab: str, root: Path = FIXTURES) -> list[Fixture]:
@@ -389,7 +407,8 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
     ``solution``: the release with the source's solution cells (markers removed) -- must earn full
     marks. ``blank``: the release untouched -- must earn nothing. ``wrong-<NN>``: the solution with
     the cells of several parts replaced by typical wrong answers or correct alternatives, at most one
-    of each part (``fixture_groups``), so any points lost elsewhere come from those cells.
+    of each part (``fixture_groups``), so any points lost elsewhere come from those cells, and some
+    parts left blank (``blank_parts``).
     """
     sources = {p.name: nbformat.read(p, as_version=4) for p in source_notebooks(lab, course)}
     releases = {p.name: nbformat.read(p, as_version=4) for p in release_notebooks(lab, course)}
@@ -400,13 +419,15 @@ def reference_submissions(course: Path, lab: str, lab_fixtures: Iterable[Fixture
         SOLUTION_STUDENT: {name: build_submission(releases[name], answers[name]) for name in releases},
         BLANK_STUDENT: releases,
     }
-    for student, group in fixture_groups(lab_fixtures).items():
+    groups = fixture_groups(lab_fixtures)
+    blank = blank_parts(groups, [grade_id for name in releases for grade_id in answers[name]])
+    for student, group in groups.items():
         for fixture in group:
             if not any(fixture.grade_id in answers[name] for name in releases):
                 raise LabToolError(f"{fixture.path}: {lab} has no solution cell with grade_id {fixture.grade_id!r}")
         notebooks = {}
         for name, release in releases.items():
-            wrong = dict(answers[name])
+            wrong = {grade_id: source for grade_id, source in answers[name].items() if grade_id not in blank[student]}
             for fixture in group:
                 if fixture.grade_id in wrong:
                     wrong[fixture.grade_id] = fixture.source()

@@ -106,6 +106,14 @@ def test_nan_in_a_result_is_the_same_result(monkeypatch: pytest.MonkeyPatch) -> 
     assert contract_of(lambda t: t * 2, x, monkeypatch=monkeypatch)["second call"] == "same result"
 
 
+def test_no_class_passes_for_a_plain_type_by_its_name() -> None:
+    impostor = type("tuple", (tuple,), {"__module__": "builtins"})  # a round's lead: a subclass named tuple
+    assert contract.type_tree((1, 2.0, True)) == {"tuple": ["int", "float", "bool"]}
+    assert contract.type_tree(impostor((1,))) == {"builtins.tuple": ["int"]}
+    pair = collections.namedtuple("Pair", "a b")
+    assert contract.type_tree(pair(torch.zeros(1), None)) == {f"{__name__}.Pair": ["Tensor(float32, cpu)", "NoneType"]}
+
+
 def test_a_list_changed_in_place_and_a_module_changed_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
     items = [torch.ones(1)]
     assert contract_of(lambda xs: xs.append(torch.zeros(1)) or len(xs), items,

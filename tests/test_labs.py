@@ -194,6 +194,12 @@ def test_fixtures_are_graded_in_groups_of_different_parts(lab: str) -> None:
     assert len(groups) == most, f"{lab}: {len(groups)} submissions for fixtures that {most} can hold"
     untouched = [student for student, group in groups.items() if len(group) < len(_source_cells(lab)[1])]
     assert untouched, f"{lab}: every group is wrong in every part, so none shows that the others keep their marks"
+    parts = list(_source_cells(lab)[0])
+    blank = lab_tools.blank_parts(groups, parts)
+    for part in parts:  # each part without a fixture somewhere keeps its solution in one such group
+        free = [student for student, group in groups.items() if all(f.grade_id != part for f in group)]
+        kept = [student for student in free if part not in blank[student]]
+        assert len(kept) == min(1, len(free)), f"{lab}: {part} is kept beside wrong answers in {kept}, not once"
 
 
 def test_grading_commands_take_labs_of_about_as_much_work_each() -> None:
@@ -246,6 +252,12 @@ def _group_of(fixture: Fixture) -> tuple[str, list[Fixture]]:
                 if fixture in group)
 
 
+def _blank_tests(lab: str, student: str) -> set[str]:
+    """The test cells of the parts ``student``'s group submits blank (lab_tools.blank_parts)."""
+    groups = lab_tools.fixture_groups(_all_fixtures(lab))
+    return {f"test_{part}" for part in lab_tools.blank_parts(groups, _source_cells(lab)[0])[student]}
+
+
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> None:
     student, group = _group_of(fixture)
@@ -264,7 +276,9 @@ def test_wrong_answer_loses_only_its_part(fixture: Fixture, graded: dict) -> Non
             "discriminate" + (", or only a check inside the kernel sees its mistake: then mark it with "
                               f"{lab_tools.IN_KERNEL_MARK!r}" if got else "")
         )
-    others = {cell: score for cell, score in scores.items() if cell not in with_fixtures and score[0] != score[1]}
+    blank = _blank_tests(fixture.lab, student)
+    others = {cell: score for cell, score in scores.items()
+              if cell not in with_fixtures | blank and score[0] != score[1]}
     assert not others, (
         f"{fixture.path.name}: other parts lost points too (cell: (score, max)): {others}; "
         f"graded as {student} with {[f.path.name for f in group]}"

@@ -351,3 +351,14 @@ def test_a_cell_keeps_its_share_and_the_submission_its_budget() -> None:
     texts = [cell.outputs[0].text for cell in grader.nb.cells[1:]]
     assert texts[0] == "y" * 19_000 and "this submission sent more than" in texts[-1]
     assert grader._submission_bytes <= grader.max_submission_output_bytes
+
+
+def test_a_report_keeps_a_few_short_policy_findings_of_many() -> None:
+    from ptgrader.execute import FINDING_CHARS, KEPT_FINDINGS, GuardedExecute
+
+    # A red team's cell of 100,000 imports of os wrote a 118 MB graded notebook: every finding, in every test cell.
+    long_name = "os" + "_" * 1_000
+    cells = [nbformat.v4.new_code_cell(f"import os as {long_name}\n" * 500)]
+    findings = GuardedExecute()._policy_findings(nbformat.v4.new_notebook(cells=cells), {}, set())
+    assert len(findings) == KEPT_FINDINGS + 1 and "more findings" in findings[-1]
+    assert all(len(finding) <= FINDING_CHARS for finding in findings)

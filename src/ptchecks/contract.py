@@ -45,6 +45,20 @@ import torch
 
 __all__ = ["call", "type_tree"]
 
+#: The types a result is usually made of, named as a reader knows them; every other type is named with its
+#: module (``__main__.Pair``), so that no class can pass for one of these by its name: a class of a
+#: submission called ``tuple`` (a subclass, whatever its ``__module__`` says) is not ``tuple``.
+_PLAIN_NAMES = {
+    kind: kind.__name__
+    for kind in (bool, int, float, complex, str, bytes, type(None), list, tuple, dict, set, frozenset,
+                 torch.Tensor, torch.nn.Parameter, torch.Size, torch.dtype, torch.device)
+}
+
+
+def type_name(kind: type) -> str:
+    """How :func:`type_tree` names a type: ``tuple`` for tuple itself only (see ``_PLAIN_NAMES``)."""
+    return _PLAIN_NAMES.get(kind) or f"{kind.__module__}.{kind.__qualname__}"
+
 
 def type_tree(value: object) -> object:
     """The exact types of ``value``, recursively; a tensor as ``Tensor(dtype, device type)``; a dict's keys in
@@ -61,12 +75,12 @@ def type_tree(value: object) -> object:
         marks = [mark for mark, present in (("requires_grad", value.requires_grad), ("inference", value.is_inference()))
                  if present]
         described = [str(value.dtype).removeprefix("torch."), value.device.type, *marks]
-        return f"{type(value).__name__}({', '.join(described)})"
+        return f"{type_name(type(value))}({', '.join(described)})"
     if isinstance(value, (list, tuple)):
-        return {type(value).__name__: [type_tree(item) for item in value]}
+        return {type_name(type(value)): [type_tree(item) for item in value]}
     if isinstance(value, dict):
-        return {type(value).__name__: [[repr(key), type_tree(item)] for key, item in value.items()]}
-    return type(value).__name__
+        return {type_name(type(value)): [[repr(key), type_tree(item)] for key, item in value.items()]}
+    return type_name(type(value))
 
 
 def keys_sorted(value: object) -> object:
@@ -130,9 +144,9 @@ def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
         if isinstance(value, torch.Tensor):
             return _tensor_state(value)
         if value is None or isinstance(value, (bool, int, float, str)):
-            return (type(value).__name__, value)
+            return (type_name(type(value)), value)
         size = len(value) if isinstance(value, (list, dict, set, tuple)) else None
-        return (type(value).__name__, id(value), size)
+        return (type_name(type(value)), id(value), size)
 
     return [(key, record(value)) for key, value in sorted(vars(module).items()) if key not in _MODULE_BOOKKEEPING]
 

@@ -30,6 +30,7 @@ Each clean-up step runs even when the one before it failed.
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 from collections import defaultdict
@@ -70,6 +71,16 @@ def _count_checks(cell: NotebookNode) -> int:
 
 class IsolationUnavailable(RuntimeError):
     """This machine cannot jail kernels, and the configuration asks for it."""
+
+
+#: How many of the code policy's findings a report keeps, and the characters kept of each: one is enough
+#: to withhold the grades, a reviewer reads a few, and each is copied into every test cell, the report and
+#: the listing (a cell importing os 100,000 times once wrote a 118 MB graded notebook).
+KEPT_FINDINGS, FINDING_CHARS = 20, 300
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 #: name -> value pairs, hashable (the cache's keys and values)
@@ -278,11 +289,15 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         """What the code policy finds in the cells a student could have written (and remember those cells)."""
         self.student_cells = set(self._student_cells(nb, trusted))
         modules, lab = _locked_names(tuple(trusted.items()), frozenset(test_ids))
-        return [
+        found = (
             str(finding)
             for index in sorted(self.student_cells)
             for finding in scan_cell(nb.cells[index].source, index, dict(modules), lab=lab)
-        ]
+        )
+        kept = [_shortened(finding, FINDING_CHARS) for finding in itertools.islice(found, KEPT_FINDINGS + 1)]
+        if len(kept) > KEPT_FINDINGS:  # one is enough to withhold the grades; the reviewer needs a few
+            kept[KEPT_FINDINGS:] = [f"more findings after these {KEPT_FINDINGS} (not listed)"]
+        return kept
 
     def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
                             failures: dict[int, list[Failure]]) -> None:

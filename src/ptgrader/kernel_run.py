@@ -10,7 +10,8 @@ notebook's cells (nbclient does the talking):
   cell runs through that hold, and a test cell that ran cleanly gets a separate execution that lets
   the held checks print its one-time token;
 - each cell may run ``timeout`` seconds and the whole submission ``submission_timeout``: past either
-  the kernel is stopped, and the test cells not run earn nothing (the class goes on);
+  the kernel is stopped (past the submission's time, also between two cells that each ran well within
+  their own limit), and the test cells not run earn nothing (the class goes on);
 - the kernel, and everything it started, is killed at the end, whatever happened.
 """
 
@@ -129,6 +130,10 @@ class KernelRun:
                 # Code that ran before the set-up would run before the checks record what they trust.
                 cell.outputs = [error_output("NotRun", "student code above the set-up cell is not run")]
                 continue
+            if time.monotonic() >= self._deadline:  # silent cells, each within its limit, add up too
+                report.stopped = self._past_the_time(f"before {cell_label(cell, index)}")
+                cell.outputs = [error_output("GradingStopped", report.stopped)]
+                return index
             try:
                 if not held and (index > setup or index in self.test_runs):
                     self._take_hold(report)
@@ -150,7 +155,11 @@ class KernelRun:
         return None
 
     def _get_timeout(self, cell: NotebookNode | None) -> int | None:
-        """A cell may run ``timeout`` seconds, and no longer than what is left of the submission's time."""
+        """A cell may run ``timeout`` seconds, and no longer than what is left of the submission's time.
+
+        At least a second (nbclient's limits are whole seconds): a run past its time is stopped before its
+        next cell (``_cells``), so the second is the most it can overrun.
+        """
         deadline = getattr(self, "_deadline", None)
         if deadline is None:
             return self.timeout
@@ -159,9 +168,11 @@ class KernelRun:
 
     def _timeout_reason(self, cell: NotebookNode, index: int) -> str:
         if time.monotonic() >= self._deadline - 1:
-            return (f"the submission ran longer than its {self.submission_timeout} s (at {cell_label(cell, index)});"
-                    " the kernel was stopped")
+            return self._past_the_time(f"at {cell_label(cell, index)}")
         return f"{cell_label(cell, index)} ran longer than {self.timeout} s; the kernel was stopped"
+
+    def _past_the_time(self, where: str) -> str:
+        return f"the submission ran longer than its {self.submission_timeout} s ({where}); the kernel was stopped"
 
     def _take_hold(self, report: Any) -> None:
         """After the set-up cell, before any student code: hold the checks (contract.hold_source).

@@ -386,12 +386,19 @@ class IsolatedKernelManager(RepollingKernelManager):
         self.ip = f"/proc/{kernel}/root{jail.IPC_PREFIX}"
 
     def client(self, **kwargs: Any) -> Any:
-        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own)."""
+        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own)
+        and never connect again once a connection ends.
+
+        Why no reconnection: the sockets are reached through ``/proc/<kernel pid>/root``, where an absolute
+        symlink resolves on the grader's side. A kernel that closed its socket and left a symlink in its
+        place would have zmq, reconnecting as the grader, open whatever socket of the machine it names.
+        """
         client = super().client(**kwargs)
         if self.spec is not None:
             import zmq
 
             client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            client.context.setsockopt(zmq.RECONNECT_IVL, -1)
         return client
 
     def cpu_seconds(self) -> float:
