@@ -16,7 +16,13 @@ import zmq.asyncio
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 
-from ptgrader.kernel_client import POLL_SLICE_S, RepollingKernelClient, SlicedPollChannel
+from ptgrader.kernel_client import (
+    POLL_SLICE_S,
+    OnceConnectedKernelClient,
+    RepollingKernelClient,
+    SlicedPollChannel,
+    wait_until_listening,
+)
 from ptgrader.kernels import IsolatedKernelManager
 
 pytestmark = pytest.mark.mostly_waits  # 5 s of timeouts run out: handed out early (tests/run_order.py)
@@ -87,3 +93,39 @@ def test_the_grader_and_the_notebook_tools_use_the_sliced_channels() -> None:
     assert isinstance(client, RepollingKernelClient)
     for name in ("shell", "iopub", "stdin", "control"):
         assert getattr(client, f"{name}_channel_class") is SlicedPollChannel, name
+
+
+def test_a_grading_client_connects_once_and_never_to_a_socket_put_in_the_place_of_the_kernels(tmp_path) -> None:
+    """A round's lead: the kernel's sockets are reached through /proc/<pid>/root, where an absolute symlink
+    resolves on the grader's side; zmq connected again after a kernel closed its socket, to whatever listened
+    at the path then."""
+    context = zmq.Context()
+    ports = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+    kernel = {}
+    for name, port in ports.items():
+        if name != "hb_port":  # the kernel's sockets (its heartbeat is never connected)
+            kernel[name] = context.socket(zmq.ROUTER if name != "iopub_port" else zmq.PUB)
+            kernel[name].bind(f"ipc://{tmp_path}/ipc-{port}")
+    client = IsolatedKernelManager(kernel_name="python3").client(
+        transport="ipc", ip=f"{tmp_path}/ipc", session=Session(key=b""), **ports
+    )
+    assert isinstance(client, OnceConnectedKernelClient)
+    client.start_channels()
+    try:
+        assert not client.hb_channel.is_alive()  # a heartbeat opens a new socket when the kernel stops answering
+        client.kernel_info()
+        assert kernel["shell_port"].poll(5_000), "the first connection failed"
+        kernel["shell_port"].close(linger=0)
+        (tmp_path / "ipc-1").unlink(missing_ok=True)
+        in_its_place = context.socket(zmq.ROUTER)
+        in_its_place.bind(f"ipc://{tmp_path}/ipc-1")
+        time.sleep(0.5)  # zmq's own reconnection comes after 0.1 s
+        client.kernel_info()
+        assert not in_its_place.poll(1_500), "the client connected again, to a socket put in the kernel's place"
+    finally:
+        client.stop_channels()
+
+
+def test_a_kernel_that_never_listens_is_reported(tmp_path) -> None:
+    with pytest.raises(RuntimeError, match="did not open within"):
+        wait_until_listening([str(tmp_path / "ipc-1")], 0.2)

@@ -8,14 +8,18 @@ test`` a notebook cell of a few milliseconds waited out nbclient's whole 600 s t
 (kernel idle, its reply unread; with ipykernel 7 and 6 alike), and a grading kernel would spend its
 submission's time budget on it and be stopped, costing an honest student the parts after it. Polling
 in slices turns a lost wake-up into a delay of at most :data:`POLL_SLICE_S`.
+
+A grading kernel's client (:class:`OnceConnectedKernelClient`) also connects to each socket once only.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from queue import Empty
 from typing import Any
 
+import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
@@ -23,6 +27,9 @@ from traitlets import DottedObjectName, Type
 
 #: The longest a message that has arrived can go unnoticed, in seconds.
 POLL_SLICE_S = 0.5
+#: When zmq may connect again after a connection to a kernel ended: 10 minutes, past any submission's time
+#: (the client is closed long before). Not -1 (never), with which ending each kernel took a second longer.
+RECONNECT_AFTER_MS = 600_000
 
 
 class SlicedPollChannel(AsyncZMQSocketChannel):
@@ -55,3 +62,49 @@ class RepollingKernelManager(AsyncKernelManager):
 
     client_class = DottedObjectName("ptgrader.kernel_client.RepollingKernelClient")
     client_factory = Type(RepollingKernelClient)  # AsyncKernelManager fixes its factory: set both
+
+
+def wait_until_listening(paths: list[str], timeout_s: float) -> None:
+    """Return once a Unix socket listens at every path; raise RuntimeError after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    waiting = list(paths)
+    while waiting:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(waiting[0])
+            waiting.pop(0)
+            continue
+        except OSError:  # not bound yet (no file), or not listening yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the kernel's socket {waiting[0]} did not open within {timeout_s:g} s") from None
+            time.sleep(0.01)
+        finally:
+            probe.close()
+
+
+class OnceConnectedKernelClient(RepollingKernelClient):
+    """A client that connects to each of a jailed kernel's sockets once, when the kernel listens, and never again.
+
+    Why: the sockets are files the kernel owns, reached through ``/proc/<kernel pid>/root``, where an
+    absolute symlink resolves on the grader's side. zmq connects again after a connection ends, and a
+    heartbeat channel opens a new socket when the kernel stops answering: a kernel that closed its
+    socket and left a symlink in its place would have the grader, as the grader, connect to whatever
+    socket of the machine it names. So the client waits until every socket listens (at the start,
+    before any student code has run), connects with reconnection put off past any submission's time
+    (:data:`RECONNECT_AFTER_MS`), and starts no heartbeat: the kernel manager knows whether the kernel
+    lives (it holds a pidfd on it).
+    """
+
+    #: How long a kernel may take to open its sockets, in seconds.
+    listen_timeout_s = 60.0
+
+    def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True, hb: bool = True,
+                       control: bool = True) -> None:
+        """Start the channels asked for, the heartbeat never (see the class)."""
+        ports = [port for port, wanted in ((self.shell_port, shell), (self.iopub_port, iopub),
+                                           (self.stdin_port, stdin), (self.control_port, control)) if wanted]
+        if self.transport == "ipc":
+            wait_until_listening([f"{self.ip}-{port}" for port in ports], self.listen_timeout_s)
+        self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_AFTER_MS)
+        super().start_channels(shell, iopub, stdin, False, control)

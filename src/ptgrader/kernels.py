@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from traitlets import DottedObjectName, Type
+
 from . import cgroups, jail
-from .kernel_client import RepollingKernelManager
+from .kernel_client import OnceConnectedKernelClient, RepollingKernelManager
 
 JAIL_SCRIPT = Path(jail.__file__)
 #: The grader's own temporary folders: a prefix no other tool's folder has (the tests' course folders were
@@ -326,6 +328,8 @@ class IsolatedKernelManager(RepollingKernelManager):
     namespace, as seen here) and ``kernel_pidfd`` a pidfd on it.
     """
 
+    client_class = DottedObjectName("ptgrader.kernel_client.OnceConnectedKernelClient")
+    client_factory = Type(OnceConnectedKernelClient)
     folder: Path | None = None
     spec: jail.JailSpec | None = None
     warm: Any = None  # ptgrader.warm.WarmKernels
@@ -386,19 +390,13 @@ class IsolatedKernelManager(RepollingKernelManager):
         self.ip = f"/proc/{kernel}/root{jail.IPC_PREFIX}"
 
     def client(self, **kwargs: Any) -> Any:
-        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own)
-        and never connect again once a connection ends.
-
-        Why no reconnection: the sockets are reached through ``/proc/<kernel pid>/root``, where an absolute
-        symlink resolves on the grader's side. A kernel that closed its socket and left a symlink in its
-        place would have zmq, reconnecting as the grader, open whatever socket of the machine it names.
-        """
+        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own),
+        connected once (:class:`~ptgrader.kernel_client.OnceConnectedKernelClient`)."""
         client = super().client(**kwargs)
         if self.spec is not None:
             import zmq
 
             client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-            client.context.setsockopt(zmq.RECONNECT_IVL, -1)
         return client
 
     def cpu_seconds(self) -> float:
