@@ -7,7 +7,8 @@ For every lab in labs/source/ (found, not listed) these tests prove, with nbgrad
 - the solution earns full marks, the untouched release earns zero, and each fixture (a typical
   wrong answer, tests/fixtures/<lab>/<grade_id>__<idea>.py) loses its own part's points while every
   other part keeps full marks (fixtures are graded together, at most one of each part, so the other
-  parts of its group are what this cannot see: ``lab_tools.fixture_groups``);
+  parts of its group are what this cannot see: ``lab_tools.fixture_groups``; a part with no fixture
+  left in a group is kept there once, and left blank after that: ``lab_tools.blank_parts``);
 - every hostile submission of tests/hostile.py (cheats, a dead kernel, an endless loop, huge output,
   deleted or stripped cells) gets the grade it must get, the grader's report says what happened,
   and ``nbgrader autograde`` still exits 0 for the class.
