@@ -218,6 +218,12 @@ SIGINT_PROOF_LOOP = (
 #: the run is stopped all the same (every part ran before: full marks, and the report says it was stopped).
 SILENT_CELL = "# Half a second, silent.\nimport time\ntime.sleep(0.5)"
 SILENT_CELLS = 80
+#: 300 MB of output after the last test cell, 25 MB a line: more than a grader may receive from one kernel
+#: (ptgrader.kernel_client.RECEIVED_BYTES_BUDGET). Messages waiting, undecoded, took a grader to 2.3 GB.
+FLOOD = (
+    "# 300 MB of output, 24 MB a message (a message over 32 MiB ends the connection).\n"
+    "import sys\n\nfor _ in range(12):\n    print('x' * 24_000_000)\n    sys.stdout.flush()"
+)
 #: 5 MB on one line (250 times what a cell keeps), and results that would render as active HTML.
 HUGE_AND_ACTIVE_LINES = (
     "# 5 MB of output on one line (250 times what a cell keeps), and a result shown as HTML and SVG that\n"
@@ -459,6 +465,7 @@ def cases() -> list[HostileCase]:
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",
             policy=False,
         ),
+        HostileCase("output_flood", _after_test(FLOOD, -1), _all("full"), "stopped", policy=False),
         HostileCase("automagic_line", _after_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
         HostileCase(
             "huge_and_active_output", _after_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True

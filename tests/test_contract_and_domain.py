@@ -106,6 +106,15 @@ def test_nan_in_a_result_is_the_same_result(monkeypatch: pytest.MonkeyPatch) -> 
     assert contract_of(lambda t: t * 2, x, monkeypatch=monkeypatch)["second call"] == "same result"
 
 
+def test_hooks_and_attributes_left_on_a_parameter_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    for leave, part in ((lambda p: p.register_post_accumulate_grad_hook(lambda q: None), "hooks"),
+                        (lambda p: p.register_hook(lambda g: g), "hooks"),
+                        (lambda p: setattr(p, "old_grad", p.grad), "parameters")):
+        model = torch.nn.Linear(2, 2)
+        assert contract_of(lambda m, f=leave: (f(m.weight), None)[1], model,
+                           monkeypatch=monkeypatch)["inputs changed"] == [f"argument 0 ({part})"]
+
+
 def test_no_class_passes_for_a_plain_type_by_its_name() -> None:
     impostor = type("tuple", (tuple,), {"__module__": "builtins"})  # a round's lead: a subclass named tuple
     assert contract.type_tree((1, 2.0, True)) == {"tuple": ["int", "float", "bool"]}

@@ -18,6 +18,8 @@ from jupyter_client.session import Session
 
 from ptgrader.kernel_client import (
     POLL_SLICE_S,
+    ByteBudget,
+    SentTooMuch,
     OnceConnectedKernelClient,
     RepollingKernelClient,
     SlicedPollChannel,
@@ -92,7 +94,7 @@ def test_the_grader_and_the_notebook_tools_use_the_sliced_channels() -> None:
     client = IsolatedKernelManager(kernel_name="python3").client()
     assert isinstance(client, RepollingKernelClient)
     for name in ("shell", "iopub", "stdin", "control"):
-        assert getattr(client, f"{name}_channel_class") is SlicedPollChannel, name
+        assert issubclass(getattr(client, f"{name}_channel_class"), SlicedPollChannel), name
 
 
 def test_a_grading_client_connects_once_and_never_to_a_socket_put_in_the_place_of_the_kernels(tmp_path) -> None:
@@ -112,7 +114,10 @@ def test_a_grading_client_connects_once_and_never_to_a_socket_put_in_the_place_o
     assert isinstance(client, OnceConnectedKernelClient)
     client.start_channels()
     try:
-        assert not client.hb_channel.is_alive()  # a heartbeat opens a new socket when the kernel stops answering
+        # Never made (the properties would make them): a heartbeat opens a new socket when the kernel stops
+        # answering, and messages sent to a channel the grader never reads would wait in its memory.
+        assert client._hb_channel is client._stdin_channel is client._control_channel is None
+        assert client.shell_channel.budget is client.iopub_channel.budget is client.received
         client.kernel_info()
         assert kernel["shell_port"].poll(5_000), "the first connection failed"
         kernel["shell_port"].close(linger=0)
@@ -129,3 +134,10 @@ def test_a_grading_client_connects_once_and_never_to_a_socket_put_in_the_place_o
 def test_a_kernel_that_never_listens_is_reported(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="did not open within"):
         wait_until_listening([str(tmp_path / "ipc-1")], 0.2)
+
+
+def test_a_kernels_messages_are_charged_before_they_are_decoded() -> None:
+    budget = ByteBudget(limit=10)
+    budget.charge([b"12345", b"678"])
+    with pytest.raises(SentTooMuch, match="more than 0 MiB"):
+        budget.charge([b"xyz"])

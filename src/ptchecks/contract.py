@@ -106,12 +106,13 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
 
 
 def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
-    """What a caller can see of a tensor: its values (none on ``meta``), layout, version and gradient."""
+    """What a caller can see of a tensor: its values (none on ``meta``), layout, version and gradient, and
+    the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory)."""
     values = None if tensor.is_meta else tensor.detach().clone()
     held = tensor.grad if tensor.is_leaf or tensor.retains_grad else None  # a non-leaf's .grad warns, stays None
     grad = None if held is None else _tensor_state(held)
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-            tensor._version, tensor.requires_grad, grad)
+            tensor._version, tensor.requires_grad, grad, tuple(sorted(vars(tensor))))
 
 
 def _module_state(module: torch.nn.Module) -> dict[str, object]:
@@ -157,7 +158,9 @@ _MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
 def _hook_count(module: torch.nn.Module) -> int:
     attributes = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
                   "_state_dict_hooks", "_load_state_dict_pre_hooks")
-    tensor_hooks = sum(len(getattr(t, "_backward_hooks", None) or {}) for t in module.parameters())
+    # A parameter's gradient hooks and post-accumulate hooks, left behind, run in every later backward.
+    tensor_hooks = sum(len(getattr(t, name, None) or {}) for t in module.parameters()
+                       for name in ("_backward_hooks", "_post_accumulate_grad_hooks"))
     return sum(len(getattr(sub, name, {})) for sub in module.modules() for name in attributes) + tensor_hooks
 
 

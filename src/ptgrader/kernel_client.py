@@ -9,7 +9,8 @@ test`` a notebook cell of a few milliseconds waited out nbclient's whole 600 s t
 submission's time budget on it and be stopped, costing an honest student the parts after it. Polling
 in slices turns a lost wake-up into a delay of at most :data:`POLL_SLICE_S`.
 
-A grading kernel's client (:class:`OnceConnectedKernelClient`) also connects to each socket once only.
+A grading kernel's client (:class:`OnceConnectedKernelClient`) also connects to each socket once only,
+opens only the channels the grader reads, and charges every message's bytes to the submission.
 """
 
 from __future__ import annotations
@@ -64,6 +65,43 @@ class RepollingKernelManager(AsyncKernelManager):
     client_factory = Type(RepollingKernelClient)  # AsyncKernelManager fixes its factory: set both
 
 
+#: The most bytes of messages one grading kernel may send, in all: four times what the grader keeps of a
+#: submission's outputs (ptgrader.channel.MAX_BYTES). A kernel printing 25 MB strings in a loop produced
+#: them faster than the grader decoded them, and the messages waiting in zmq took the grader to 2.3 GB.
+RECEIVED_BYTES_BUDGET = 256 << 20
+
+
+class SentTooMuch(RuntimeError):
+    """A grading kernel sent more than :data:`RECEIVED_BYTES_BUDGET` bytes of messages: it is stopped."""
+
+
+class ByteBudget:
+    """The bytes of messages a client has received, charged before each one is decoded."""
+
+    def __init__(self, limit: int = RECEIVED_BYTES_BUDGET) -> None:
+        self.limit, self.spent = limit, 0
+
+    def charge(self, frames: list[bytes]) -> None:
+        self.spent += sum(len(frame) for frame in frames)
+        if self.spent > self.limit:
+            raise SentTooMuch(f"the kernel sent more than {self.limit >> 20} MiB of messages")
+
+
+class ChargedChannel(SlicedPollChannel):
+    """A sliced-poll channel that charges each message to its client's :class:`ByteBudget` before decoding it."""
+
+    budget: ByteBudget | None = None
+
+    async def _recv(self, **kwargs: Any) -> dict[str, Any]:
+        assert self.socket is not None
+        frames = await self.socket.recv_multipart(**kwargs)
+        if self.budget is not None:
+            self.budget.charge(frames)
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)
+
+
+
 def wait_until_listening(paths: list[str], timeout_s: float) -> None:
     """Return once a Unix socket listens at every path; raise RuntimeError after ``timeout_s`` seconds."""
     deadline = time.monotonic() + timeout_s
@@ -93,18 +131,28 @@ class OnceConnectedKernelClient(RepollingKernelClient):
     socket of the machine it names. So the client waits until every socket listens (at the start,
     before any student code has run), connects with reconnection put off past any submission's time
     (:data:`RECONNECT_AFTER_MS`), and starts no heartbeat: the kernel manager knows whether the kernel
-    lives (it holds a pidfd on it).
+    lives (it holds a pidfd on it). Every message it reads is charged to :data:`RECEIVED_BYTES_BUDGET`
+    before it is decoded (:class:`ChargedChannel`).
     """
+
+    shell_channel_class = Type(ChargedChannel)  # type: ignore[assignment]
+    iopub_channel_class = Type(ChargedChannel)  # type: ignore[assignment]
 
     #: How long a kernel may take to open its sockets, in seconds.
     listen_timeout_s = 60.0
 
     def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True, hb: bool = True,
                        control: bool = True) -> None:
-        """Start the channels asked for, the heartbeat never (see the class)."""
-        ports = [port for port, wanted in ((self.shell_port, shell), (self.iopub_port, iopub),
-                                           (self.stdin_port, stdin), (self.control_port, control)) if wanted]
+        """Start the shell and IOPub channels, the only ones the grader reads (see the class).
+
+        No stdin (the kernel runs with ``allow_stdin`` off, and messages sent there would wait, unread,
+        in the grader's memory), no control channel (the kernel manager has its own), no heartbeat.
+        """
+        ports = [port for port, wanted in ((self.shell_port, shell), (self.iopub_port, iopub)) if wanted]
         if self.transport == "ipc":
             wait_until_listening([f"{self.ip}-{port}" for port in ports], self.listen_timeout_s)
         self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_AFTER_MS)
-        super().start_channels(shell, iopub, stdin, False, control)
+        super().start_channels(shell, iopub, stdin=False, hb=False, control=False)
+        self.received = ByteBudget()
+        for channel in (self.shell_channel, self.iopub_channel):
+            channel.budget = self.received

@@ -11,7 +11,8 @@ notebook's cells (nbclient does the talking):
   the held checks print its one-time token;
 - each cell may run ``timeout`` seconds and the whole submission ``submission_timeout``: past either
   the kernel is stopped (past the submission's time, also between two cells that each ran well within
-  their own limit), and the test cells not run earn nothing (the class goes on);
+  their own limit), and the test cells not run earn nothing (the class goes on); so is a kernel that sends
+  more bytes of messages than :data:`~ptgrader.kernel_client.RECEIVED_BYTES_BUDGET`;
 - the kernel, and everything it started, is killed at the end, whatever happened.
 """
 
@@ -30,6 +31,7 @@ from nbformat.notebooknode import NotebookNode
 from . import contract, jail
 from .cells import cell_label, setup_index
 from .compare import IOPUB_TIMEOUT_S
+from .kernel_client import SentTooMuch
 from .kernels import GraderTemp, IsolatedKernelManager, Isolation, kernel_place
 from .receive import OUTPUT_GRACE_S
 from .score import error_output
@@ -149,6 +151,8 @@ class KernelRun:
                 report.stopped = self._timeout_reason(cell, index)
             except DeadKernelError:
                 report.stopped = f"the kernel died while running {cell_label(cell, index)}"
+            except SentTooMuch as problem:
+                report.stopped = f"{problem} (at {cell_label(cell, index)}); the kernel was stopped"
             if report.stopped:
                 cell.outputs.append(error_output("GradingStopped", report.stopped))
                 return index
