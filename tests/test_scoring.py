@@ -362,3 +362,16 @@ def test_a_report_keeps_a_few_short_policy_findings_of_many() -> None:
     findings = GuardedExecute()._policy_findings(nbformat.v4.new_notebook(cells=cells), {}, set())
     assert len(findings) == KEPT_FINDINGS + 1 and "more findings" in findings[-1]
     assert all(len(finding) <= FINDING_CHARS for finding in findings)
+
+
+def test_an_outputs_metadata_is_emptied_before_it_is_copied() -> None:
+    """A red team's 24 MB of empty dicts in a PNG's metadata took the grader to 3.4 GB, copied object by object."""
+    grader, outs = _guarded_receiver()
+    message = _message("display_data")
+    message["content"]["data"]["image/png"] = "iVBORw0KGgo="
+    bulk = [{}] * 200_000
+    message["content"]["metadata"] = {"note": bulk, "image/png": {"width": 40, "height": "1 onerror=x"}}
+    grader.output(outs, message, None, 0)
+    assert message["content"]["metadata"]["image/png"] == {"width": 40}
+    assert "note" not in message["content"]["metadata"]  # gone before nbclient and nbformat copied it
+    assert outs[-1].metadata == {"image/png": {"width": 40}} and grader._report.unsafe_outputs == 1

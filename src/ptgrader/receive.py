@@ -29,7 +29,7 @@ from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import output_from_msg
 
 from . import channel
-from .outputs import SAFE_TYPES, make_safe
+from .outputs import SAFE_TYPES, image_sizes, make_safe
 
 TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
 OVER_BUDGET = "\n... output dropped by the grader (this submission sent more than {limit} bytes) ...\n"
@@ -77,6 +77,10 @@ def measured_size(output: object) -> float:
         return float("inf")
 
 
+#: What stands, in a raw message, for metadata emptied before nbformat copies it (not an image type: dropped).
+METADATA_DROPPED = "metadata dropped by the grader"
+
+
 def _empty_unsafe_formats(msg: dict) -> None:
     """Empty, in the raw message, every format :func:`~ptgrader.outputs.make_safe` will drop anyway.
 
@@ -84,11 +88,20 @@ def _empty_unsafe_formats(msg: dict) -> None:
     ``application/json``) cost seconds of the grader's time per message before being dropped. The key
     stays, so that make_safe still names what it dropped.
     """
-    data = msg.get("content", {}).get("data")
+    content = msg.get("content")
+    if not isinstance(content, dict):
+        return
+    data = content.get("data")
     if isinstance(data, dict):
         for mime in data:
             if mime not in SAFE_TYPES and mime != channel.MIME:
                 data[mime] = ""
+    # The metadata too: six million empty dicts under one key (24 MB) took the grader to 3.4 GB and
+    # 30 times the kernel's CPU as nbformat copied them, one object at a time, before make_safe dropped them.
+    metadata = content.get("metadata")
+    sizes = image_sizes(metadata)
+    if metadata and metadata != sizes:
+        content["metadata"] = {**sizes, METADATA_DROPPED: ""}  # make_safe still sees, and reports, a drop
 
 
 class OutputReceiver:
