@@ -26,7 +26,7 @@ What :func:`call` observes (the keys of the output it sends):
   call comes from an unusual caller: grad mode off (unless the part computes gradients),
   deterministic algorithms on (warning only) and another number of threads, so that a function
   which sets a mode back to its *default* instead of to what it found is seen;
-- ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype,
+- ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype and device,
   deterministic algorithms and the number of threads, compared before and after each call;
 - ``global RNG drawn``: whether the global generator moved (a part that takes a generator, or
   none at all, must not draw from it);
@@ -261,6 +261,7 @@ def _modes() -> dict[str, object]:
         "autocast (cpu)": (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")),
         "autocast (cuda)": (torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")),
         "default dtype": torch.get_default_dtype(),
+        "default device": str(torch.get_default_device()),
         "deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
                                      torch.is_deterministic_algorithms_warn_only_enabled()),
         "threads": torch.get_num_threads(),
