@@ -101,7 +101,6 @@ class ChargedChannel(SlicedPollChannel):
         return self.session.deserialize(message)
 
 
-
 def wait_until_listening(paths: list[str], timeout_s: float) -> None:
     """Return once a Unix socket listens at every path; raise RuntimeError after ``timeout_s`` seconds."""
     deadline = time.monotonic() + timeout_s
@@ -119,6 +118,13 @@ def wait_until_listening(paths: list[str], timeout_s: float) -> None:
             time.sleep(0.01)
         finally:
             probe.close()
+
+
+def connect_once_listening(context: zmq.Context, paths: list[str], timeout_s: float) -> None:
+    """Before ``context`` makes the sockets for ``paths``: wait until each listens, and put zmq's reconnection
+    off past any submission's time (see :class:`OnceConnectedKernelClient`)."""
+    wait_until_listening(paths, timeout_s)
+    context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_AFTER_MS)
 
 
 class OnceConnectedKernelClient(RepollingKernelClient):
@@ -149,9 +155,8 @@ class OnceConnectedKernelClient(RepollingKernelClient):
         in the grader's memory), no control channel (the kernel manager has its own), no heartbeat.
         """
         ports = [port for port, wanted in ((self.shell_port, shell), (self.iopub_port, iopub)) if wanted]
-        if self.transport == "ipc":
-            wait_until_listening([f"{self.ip}-{port}" for port in ports], self.listen_timeout_s)
-        self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_AFTER_MS)
+        paths = [f"{self.ip}-{port}" for port in ports] if self.transport == "ipc" else []
+        connect_once_listening(self.context, paths, self.listen_timeout_s)
         super().start_channels(shell, iopub, stdin=False, hb=False, control=False)
         self.received = ByteBudget()
         for channel in (self.shell_channel, self.iopub_channel):

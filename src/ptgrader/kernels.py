@@ -40,12 +40,7 @@ from typing import Any, ClassVar
 from traitlets import DottedObjectName, Type
 
 from . import cgroups, jail
-from .kernel_client import (
-    RECONNECT_AFTER_MS,
-    OnceConnectedKernelClient,
-    RepollingKernelManager,
-    wait_until_listening,
-)
+from .kernel_client import OnceConnectedKernelClient, RepollingKernelManager, connect_once_listening
 
 JAIL_SCRIPT = Path(jail.__file__)
 #: The grader's own temporary folders: a prefix no other tool's folder has (the tests' course folders were
@@ -398,10 +393,7 @@ class IsolatedKernelManager(RepollingKernelManager):
         """The manager's own control socket (a shutdown request goes there), connected as the client's are:
         once the kernel listens, never again (:class:`~ptgrader.kernel_client.OnceConnectedKernelClient`)."""
         if self._control_socket is None and self.transport == "ipc" and self.spec is not None:
-            import zmq
-
-            wait_until_listening([f"{self.ip}-{self.control_port}"], self.startup_timeout_s)
-            self.context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_AFTER_MS)
+            connect_once_listening(self.context, [f"{self.ip}-{self.control_port}"], self.startup_timeout_s)
         super()._connect_control_socket()
 
     def client(self, **kwargs: Any) -> Any:
