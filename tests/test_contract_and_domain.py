@@ -115,6 +115,28 @@ def test_hooks_and_attributes_left_on_a_parameter_are_seen(monkeypatch: pytest.M
                            monkeypatch=monkeypatch)["inputs changed"] == [f"argument 0 ({part})"]
 
 
+def test_gradients_left_by_a_step_are_seen_apart_from_the_values_unless_the_part_leaves_them_free(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step skipped after an overflow changes no value, only ``.grad``; where the text leaves ``.grad``
+    free (``grads_free``), a step that clears it afterwards keeps the same contract as one that does not."""
+    def backward_only(m: torch.nn.Module) -> None:
+        m(torch.ones(1, 2)).sum().backward()
+
+    def backward_then_clear(m: torch.nn.Module) -> None:
+        backward_only(m)
+        m.zero_grad()
+
+    for grads_free, expected in ((False, ["argument 0 (gradients)"]), (True, [])):
+        for step in (backward_only, backward_then_clear):
+            model = torch.nn.Linear(2, 2)
+            seen = contract_of(step, model, grads_free=grads_free, grad_needed=True,
+                               monkeypatch=monkeypatch)["inputs changed"]
+            assert seen == (expected if step is backward_only else []), (step.__name__, grads_free)
+    model = torch.nn.Linear(2, 2)
+    assert contract_of(lambda m: (m.weight.requires_grad_(False), None)[1], model, grads_free=True,
+                       monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (parameters)"]
+
+
 def test_no_class_passes_for_a_plain_type_by_its_name() -> None:
     impostor = type("tuple", (tuple,), {"__module__": "builtins"})  # a round's lead: a subclass named tuple
     assert contract.type_tree((1, 2.0, True)) == {"tuple": ["int", "float", "bool"]}
@@ -295,6 +317,12 @@ def test_a_call_from_elsewhere_shows_tensors_made_on_the_wrong_device(monkeypatc
     assert sent["on_the_default_device"] == "raised RuntimeError"
     assert sent["on_the_notebook_device"] == {"meta tensor": [[2], "torch.float32"]}
     assert notebook["device"] == torch.device("cpu") and torch.empty(1).device.type == "cpu"
+    # The notebook's device only: what follows the default device, as torch's own functions do, stays right.
+    for name in ("on_the_default_device", "on_the_notebook_device"):
+        ptchecks.emit_elsewhere(name, notebook[name], x, default_device=False)
+    assert torch.equal(sent["on_the_default_device"], torch.tensor([1.0, 0.0]))
+    assert sent["on_the_notebook_device"] == {"meta tensor": [[2], "torch.float32"]}
+    assert notebook["device"] == torch.device("cpu")
 
 
 # ------------------------------------------------------------------------------------------ domains

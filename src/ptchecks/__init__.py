@@ -642,8 +642,9 @@ def emit_tree(name: str, value: Any, *, rtol: float | None = None, atol: float |
 
 
 @contextlib.contextmanager
-def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
-    """The block runs for a caller whose default device, and whose notebook ``device``, are ``meta``.
+def _elsewhere(function: Callable[..., Any], default_device: bool = True) -> Iterator[None]:
+    """The block runs for a caller whose default device (unless not ``default_device``), and whose notebook
+    ``device``, are ``meta``.
 
     On a GPU the lab's ``device`` and the default device (the CPU) differ from each other, and a
     tensor made without ``device=x.device`` lands on the wrong one; a CPU grader sees neither
@@ -657,7 +658,7 @@ def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
     saved = space.get("device", missing)
     space["device"] = torch.device("meta")
     try:
-        with torch.device("meta"):
+        with torch.device("meta") if default_device else contextlib.nullcontext():
             yield
     finally:
         if saved is missing:
@@ -667,13 +668,17 @@ def _elsewhere(function: Callable[..., Any]) -> Iterator[None]:
 
 
 def emit_elsewhere(name: str, function: Callable[..., Any], *args: Any, rtol: float | None = None,
-                   atol: float | None = None, owner: Callable[..., Any] | None = None, **kwargs: Any) -> None:
+                   atol: float | None = None, owner: Callable[..., Any] | None = None, default_device: bool = True,
+                   **kwargs: Any) -> None:
     """:func:`emit_tree` what ``function(*args, **kwargs)`` returns when the caller's default device and
     the notebook's ``device`` are both ``meta`` (:func:`_elsewhere`), its inputs where they are; or the
     type of the error it raises, which is the answer then (a tensor made on the wrong device fails).
-    ``owner``: the student's function whose notebook it is, when ``function`` is what that one returned."""
+    ``owner``: the student's function whose notebook it is, when ``function`` is what that one returned.
+    ``default_device=False``: the notebook's ``device`` only, for a part whose work stays on the CPU
+    whatever the notebook's device (a CPU generator's draws, as ``DistributedSampler`` makes them), and
+    which follows the default device as torch's own functions do."""
     try:
-        with _elsewhere(owner if owner is not None else function):
+        with _elsewhere(owner if owner is not None else function, default_device):
             result = function(*args, **kwargs)
     except Exception as error:  # noqa: BLE001  (the error is the answer)
         result = f"raised {type(error).__name__}"

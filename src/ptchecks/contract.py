@@ -17,7 +17,8 @@ What :func:`call` observes (the keys of the output it sends):
   ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
   module, which of its parts: ``parameters``, ``buffers`` (non-persistent ones too), ``training
   flags``, ``hooks`` and plain ``attributes`` (a statistic stored on ``self`` is state kept
-  between calls), as ``argument 0 (training flags)``;
+  between calls), as ``argument 0 (training flags)``, and the parameters' ``gradients`` apart from their
+  values;
   for a list or dict, its items;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
@@ -105,25 +106,33 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
             yield from _leaves(item, f"{path}[{key!r}]")
 
 
-def _tensor_state(tensor: torch.Tensor) -> tuple[object, ...]:
-    """What a caller can see of a tensor: its values (none on ``meta``), layout, version and gradient, and
-    the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory)."""
+def _tensor_state(tensor: torch.Tensor, *, gradient: bool = True) -> tuple[object, ...]:
+    """What a caller can see of a tensor: its values (none on ``meta``), layout, version and (``gradient``)
+    its ``.grad``, and the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory)."""
     values = None if tensor.is_meta else tensor.detach().clone()
-    held = tensor.grad if tensor.is_leaf or tensor.retains_grad else None  # a non-leaf's .grad warns, stays None
-    grad = None if held is None else _tensor_state(held)
+    grad = _gradient_state(tensor) if gradient else None
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
             tensor._version, tensor.requires_grad, grad, tuple(sorted(vars(tensor))))
 
 
-def _module_state(module: torch.nn.Module) -> dict[str, object]:
+def _gradient_state(tensor: torch.Tensor) -> tuple[object, ...] | None:
+    """The state of ``tensor.grad`` (None where there is none)."""
+    held = tensor.grad if tensor.is_leaf or tensor.retains_grad else None  # a non-leaf's .grad warns, stays None
+    return None if held is None else _tensor_state(held)
+
+
+def _module_state(module: torch.nn.Module, *, gradients: bool = True) -> dict[str, object]:
     """A module's state, part by part, so that the contract says which part a call changed.
 
     Why by part: a function may be allowed to change one part (a BatchNorm in training mode updates
-    its buffers in any forward pass) and not another (the caller's ``training`` flags); one verdict
-    for the whole module would let the second hide behind the first.
+    its buffers in any forward pass, a training step the parameters' ``.grad``) and not another (the
+    caller's ``training`` flags); one verdict for the whole module would let the second hide behind the
+    first. ``gradients=False`` leaves the parameters' ``.grad`` out, for a part whose text leaves free
+    what they hold after the call.
     """
     return {
-        "parameters": [(name, _tensor_state(t)) for name, t in module.named_parameters()],
+        "parameters": [(name, _tensor_state(t, gradient=False)) for name, t in module.named_parameters()],
+        **({"gradients": [(name, _gradient_state(t)) for name, t in module.named_parameters()]} if gradients else {}),
         "buffers": [(name, _tensor_state(t)) for name, t in module.named_buffers()],
         "training flags": [(name, sub.training) for name, sub in module.named_modules()],
         "hooks": _hook_count(module),
@@ -205,14 +214,15 @@ def _same(a: object, b: object, *, rounding: bool = False) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _records(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, object]:
+def _records(args: tuple[Any, ...], kwargs: dict[str, Any], *, gradients: bool = True) -> dict[str, object]:
     """Path -> record of every argument and item; a module as one record per part (``argument 0 (hooks)``)."""
     arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
     records: dict[str, object] = {}
     for name, value in arguments.items():
         for path, leaf in _leaves(value, name):
             if isinstance(leaf, torch.nn.Module):
-                records |= {f"{path} ({part})": state for part, state in _module_state(leaf).items()}
+                parts = _module_state(leaf, gradients=gradients)
+                records |= {f"{path} ({part})": state for part, state in parts.items()}
             else:
                 records[path] = _state(leaf)
     return records
@@ -356,7 +366,7 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
          rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, key_order: bool = True,
-         **kwargs: Any) -> Any:
+         grads_free: bool = False, **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
@@ -369,16 +379,18 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     comparison of the result's tensors, for an operation whose rounding depends on the order of a
     sum (the text states them). ``grad_needed`` is for a part that computes gradients: its second
     call keeps grad mode on. ``key_order=False`` is for a part whose text leaves the order of a returned
-    dict's keys free: the result and its type go out with each dict's keys sorted.
+    dict's keys free: the result and its type go out with each dict's keys sorted. ``grads_free=True`` is
+    for a training step whose text leaves free what a module's parameters hold in ``.grad`` afterwards
+    (this batch's gradients, or ``None`` after a last ``zero_grad()``): their ``gradients`` are not recorded.
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
     left_changed = _changed(_QUIET_AT_IMPORT, _quiet_settings())
     put_back_quiet_settings()
-    records, modes, rng = _records(args, kwargs), _modes(), _rng_state()
+    records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
     first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
-    after_first, modes_first, rng_first = _records(args, kwargs), _modes(), _rng_state()
+    after_first, modes_first, rng_first = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
     with _unusual_caller(grad_needed):
         unusual = _modes()
         second = function(*args, **kwargs)
