@@ -733,6 +733,23 @@ def test_the_memory_of_all_of_a_kernels_processes_is_limited_together(tmp_path: 
     assert "children killed: 1" in result.stderr or "children killed: 2" in result.stderr, result.stderr
 
 
+@linux_only
+@pytest.mark.skipif(not getattr(cgroups.Hierarchy.find(), "cpu", False), reason="no cpu controller for kernels here")
+def test_each_kernel_shares_the_cores_as_one_group(tmp_path: Path) -> None:
+    """Where the cpu controller is there, a kernel and its threads are in a CPU group of their own, whose weight is
+    every other kernel's: a hundred busy threads get no more of the cores than one."""
+    hierarchy = cgroups.Hierarchy.find()
+    assert hierarchy is not None
+    spec, path = _jail_spec(tmp_path, tmp_path)
+    group = Path(spec.cgroups[0] if hierarchy.version == 2 else spec.cgroups[2])  # v1: memory, pids, cpu
+    assert Path(hierarchy.parents[-1]) == group.parent
+    result = _jailed(path, "print(open('/proc/self/cgroup').read(), flush=True)")
+    controllers = [] if hierarchy.version == 2 else ["cpu"]  # v2: one line for every controller
+    lines = [line for line in result.stderr.splitlines()
+             if line.count(":") >= 2 and line.split(":")[1].split(",")[:1] == (controllers or [""])]
+    assert any(line.endswith("/" + group.name) for line in lines), result.stderr
+
+
 SPAWN_AND_WAIT = r"""
 import os, subprocess, sys, time
 marker = "REVERSED"[::-1]  # spelled backwards here: only the grandchild's command line holds the marker

@@ -141,6 +141,11 @@ if child == 0:
     os._exit(0)
 report["clone_newuser"] = outcome(child)
 report["clone3"] = outcome(libc.syscall(NUMBERS["clone3"], 0, 0))  # EINVAL, were it let through
+try:  # every core it may run on, as given: a no-op, were it let through
+    os.sched_setaffinity(0, os.sched_getaffinity(0))
+    report["sched_setaffinity"] = "ok"
+except OSError as refused:
+    report["sched_setaffinity"] = errno.errorcode[refused.errno]
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
     product = torch.ones(256, 256) @ torch.ones(256, 256)
 thread = threading.Thread(target=lambda: None)
@@ -161,8 +166,9 @@ def _key_count(uid: int) -> int:
 
 
 def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_run(tmp_path: Path) -> None:
-    """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run)
-    nor make a namespace; matmul, threads, the CPU profiler (lab 05) and a subprocess still work."""
+    """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run),
+    make a namespace nor take back the cores its job did not give it; matmul, threads, the CPU profiler
+    (lab 05) and a subprocess still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in ("add_key", "keyctl", "clone", "clone3")}
@@ -176,7 +182,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     assert report["honest"] == [256.0, True, 0], report
     del report["honest"]
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
-                      "clone3": "ENOSYS"}
+                      "clone3": "ENOSYS", "sched_setaffinity": "EPERM"}
     assert _key_count(outside_uid) == keys_before
 
 
@@ -193,7 +199,7 @@ def test_the_filter_blocks_what_the_instructors_page_promises() -> None:
 
     promised = {"keyctl", "add_key", "request_key", "unshare", "setns", "bpf", "userfaultfd", "perf_event_open",
                 "ptrace", "process_vm_readv", "process_vm_writev", "mount", "kexec_load", "kexec_file_load",
-                "init_module", "finit_module", "delete_module"}
+                "init_module", "finit_module", "delete_module", "sched_setaffinity"}
     assert promised <= set(syscalls.BLOCKED)
     assert all(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) != -1 for name in syscalls.BLOCKED)
 

@@ -177,6 +177,22 @@ def test_the_parallel_grader_relays_its_jobs_lines_escaped() -> None:
     assert out.getvalue() == "[2] \\x1b[2J\\x1b[H[AutogradeApp | INFO] fine\n[2] graded\n"
 
 
+def test_each_job_of_the_parallel_grader_gets_its_own_share_of_the_cores() -> None:
+    """Shares split the cores without overlap (one core each, in turn, for more jobs than cores), and a process
+    started in ``on_cores`` runs on its share while the grader's own thread gets all of its cores back."""
+    assert autograde.core_shares([0, 1, 2, 3, 4], 2) == [[0, 1, 2], [3, 4]]
+    assert autograde.core_shares([0, 1], 2) == [[0], [1]]
+    assert autograde.core_shares([2, 5], 3) == [[2], [5], [2]]
+    assert autograde.core_shares([0, 1, 2], 1) == [[0, 1, 2]]
+    everything = os.sched_getaffinity(0)
+    first = min(everything)
+    with autograde.on_cores([first]):
+        child = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                               capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == f"[{first}]"
+    assert os.sched_getaffinity(0) == everything
+
+
 def test_image_metadata_keeps_only_a_numeric_size() -> None:
     """nbconvert writes width=... unquoted: "1 onerror=alert(1)" would be an attribute of the <img>."""
     attack = nbformat.v4.new_output(

@@ -10,21 +10,24 @@ one watches only the part of the course no other job writes (``GuardedExecute.wa
 off): the kernels, jailed, can reach none of it anyway.
 
 Run it in the course folder (``labs/``), like nbgrader. It exits with the worst exit status of its
-jobs. Every line a job prints is prefixed with its number, its control characters escaped. Unless
-``OMP_NUM_THREADS`` is set, each job's kernels use ``cores // jobs`` torch threads, so that the jobs
-do not fight over the cores.
+jobs. Every line a job prints is prefixed with its number, its control characters escaped. Each job
+runs on its own share of the cores (:func:`core_shares`), and unless ``OMP_NUM_THREADS`` is set, its
+kernels use as many torch threads as its share has cores: a kernel inherits the share and cannot take
+the other cores back (the system call filter refuses ``sched_setaffinity``), so a submission that
+starts a hundred busy threads slows only its own job, not the students graded beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -63,13 +66,36 @@ def relay(stream: Iterable[str], prefix: str, out: TextIO) -> None:
         out.flush()
 
 
+def core_shares(cores: list[int], jobs: int) -> list[list[int]]:
+    """Each job's cores: ``cores`` cut into ``jobs`` shares of (nearly) equal size, or one core each, taken in
+    turn, when there are more jobs than cores."""
+    if jobs >= len(cores):
+        return [[cores[index % len(cores)]] for index in range(jobs)]
+    size, extra = divmod(len(cores), jobs)
+    starts = [index * size + min(index, extra) for index in range(jobs + 1)]
+    return [cores[starts[index]:starts[index + 1]] for index in range(jobs)]
+
+
+@contextlib.contextmanager
+def on_cores(cores: list[int]) -> Iterator[None]:
+    """Within the block this thread runs on ``cores``, and so does every process it starts (and all that one
+    starts: a job's nbgrader, its warm server and its kernels). Linux keeps the affinity per thread, and a child
+    inherits its parent thread's: no code has to run in the child between fork and exec."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def kernel_threads(jobs: int) -> int:
     """Torch's threads for each grading kernel when ``jobs`` graders run side by side: their share of the cores.
 
     The kernels share the cores, and an OpenMP thread waiting for a core spins on one (measured: lab 06 on
     2 cores, 2 jobs, 3.8 s a submission with one thread each, 4.9 s to 6.0 s with two).
     """
-    return max(1, (os.cpu_count() or 1) // max(1, jobs))
+    return max(1, len(os.sched_getaffinity(0)) // max(1, jobs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("OMP_NUM_THREADS", str(kernel_threads(args.jobs)))
     with tempfile.TemporaryDirectory(prefix="ptgrader-shares-") as shares:
         processes, relays = [], []
-        for number, command in enumerate(commands(args.lab, everyone, max(1, args.jobs), extra, Path(shares)),
-                                         start=1):
-            process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
+        jobs = commands(args.lab, everyone, max(1, args.jobs), extra, Path(shares))
+        cores = core_shares(sorted(os.sched_getaffinity(0)), len(jobs))
+        for number, (command, share) in enumerate(zip(jobs, cores, strict=True), start=1):
+            with on_cores(share):
+                process = subprocess.Popen(command, cwd=args.course, env=env, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True)
             relaying = threading.Thread(target=relay, args=(process.stdout, f"[{number}] ", sys.stdout), daemon=True)
             relaying.start()
             processes.append(process)

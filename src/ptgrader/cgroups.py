@@ -7,10 +7,14 @@ root and the machine's cgroups allow it, every kernel gets one, with ``memory`` 
 leave). Where no cgroup can be made (no root, or a hierarchy that does not allow it), the rlimits
 still hold and the grading report says which limits applied.
 
+Where the ``cpu`` controller is there too, each kernel's group also gets the same CPU weight as every
+other's (the default one): kernels graded side by side share the cores group by group, not thread by
+thread, so a kernel that starts a hundred busy threads gets no more of them than one that starts one.
+
 - cgroup v2 (one hierarchy, the usual one today): the groups live under ``<cgroup2>/ptgrader/``,
-  whose ``subtree_control`` enables ``memory`` and ``pids``;
-- cgroup v1 (separate ``memory`` and ``pids`` hierarchies): under the grader's own group in each,
-  so the limits of whatever runs the grader still apply above them.
+  whose ``subtree_control`` enables ``memory`` and ``pids`` (and ``cpu``);
+- cgroup v1 (separate ``memory`` and ``pids`` hierarchies, and ``cpu``): under the grader's own group
+  in each, so the limits of whatever runs the grader still apply above them.
 
 A group is removed after its kernel died; one left by a killed grader is removed by the next one.
 """
@@ -55,7 +59,8 @@ class Hierarchy:
     """Where kernels' groups are made, and the names of the limit files there."""
 
     version: int
-    parents: tuple[str, ...]  # v2: one folder; v1: the memory folder and the pids folder
+    parents: tuple[str, ...]  # v2: one folder; v1: the memory folder, the pids folder and the cpu one, if any
+    cpu: bool = False  # whether the kernels share the cores group by group
 
     @classmethod
     def find(cls) -> Hierarchy | None:
@@ -70,21 +75,22 @@ class Hierarchy:
                 except OSError:
                     continue
                 if {"memory", "pids"} <= controllers:
-                    return cls(2, (str(Path(point) / "ptgrader"),))
+                    return cls(2, (str(Path(point) / "ptgrader"),), cpu="cpu" in controllers)
         v1 = {}
         for point, kind, options in mounts:
-            for controller in ("memory", "pids"):
+            for controller in ("memory", "pids", "cpu"):
                 if kind == "cgroup" and controller in options:
-                    v1[controller] = point + _own_group(controller)
-        if set(v1) == {"memory", "pids"}:
-            return cls(1, (v1["memory"], v1["pids"]))
+                    v1.setdefault(controller, point + _own_group(controller))
+        if {"memory", "pids"} <= set(v1):
+            cpu = v1.get("cpu")
+            return cls(1, (v1["memory"], v1["pids"], *([cpu] if cpu else [])), cpu=cpu is not None)
         return None
 
     def prepare(self) -> None:
         if self.version == 2:
             parent = Path(self.parents[0])
             parent.mkdir(exist_ok=True)
-            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            (parent / "cgroup.subtree_control").write_text("+memory +pids" + (" +cpu" if self.cpu else ""))
 
     def make(self, name: str, memory_bytes: int, processes: int) -> list[str]:
         """Create the kernel's group(s) with their limits; return their folders."""
@@ -97,8 +103,8 @@ class Hierarchy:
             with contextlib.suppress(OSError):  # no swap accounting: nothing to limit
                 (group / "memory.swap.max").write_text("0")
             (group / "pids.max").write_text(str(processes))
-        else:
-            memory, pids = (Path(folder) for folder in folders)
+        else:  # a cpu folder, the third, keeps its default weight: the same as every other kernel's
+            memory, pids = (Path(folder) for folder in folders[:2])
             (memory / "memory.limit_in_bytes").write_text(str(memory_bytes))
             with contextlib.suppress(OSError):
                 (memory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))

@@ -237,7 +237,9 @@ class Isolation:
         """How the kernels are isolated, for the grading report."""
         user = "user namespace" if self.userns else f"uid {self.uid}"
         group = (f", {self.hierarchy.describe()}: {self.memory_bytes / GIB:g} GiB and {self.limits['processes']}"
-                 " processes for all of its processes") if self.hierarchy else ", rlimits only"
+                 " processes for all of its processes"
+                 + (", the same CPU weight as every other kernel" if self.hierarchy.cpu else "")
+                 ) if self.hierarchy else ", rlimits only"
         return f"jail: {user}{group}"
 
     def _readonly_paths(self) -> list[str]:

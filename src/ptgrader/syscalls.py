@@ -22,7 +22,10 @@ filter is inherited across fork and exec, and no process can remove it):
   family, ``kexec_*``, ``io_uring_*``): the usual way in for a kernel exploit. ``torch.profiler``
   (lab 05) profiles CPU operators without ``perf_event_open``, which the tests check;
 - **mounts** (``mount``, ``umount2``, ``pivot_root`` and the new mount API): the jail's file system
-  is built before the filter is loaded and must stay as built.
+  is built before the filter is loaded and must stay as built;
+- **the cores it was given** (``sched_setaffinity``): ``python -m ptgrader.autograde --jobs N`` gives
+  each job its share of the cores, and a kernel that took them all back could slow the students graded
+  beside it (their timing checks included) with a hundred busy threads.
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -47,6 +50,7 @@ BLOCKED = (
     "kexec_file_load", "io_uring_setup", "io_uring_enter", "io_uring_register",
     "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
     "mount_setattr",
+    "sched_setaffinity",
 )
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
