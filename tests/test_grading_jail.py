@@ -89,7 +89,8 @@ def test_no_variable_of_the_grader_reaches_a_kernels_memory(tmp_path: Path, monk
     first environment in /proc/self/environ and on its stack); a cold kernel is exec'd with it."""
     secret = "ptgrader-canary-" + secrets.token_hex(16)  # chosen now: this file does not hold it
     monkeypatch.setenv("PTGRADER_SECRET_CANARY", secret)
-    warm = WarmKernels(["ipykernel.kernelapp"], GraderTemp.current().path) if start == "warm" else None
+    grader_folder = GraderTemp.current().path
+    warm = WarmKernels(["ipykernel.kernelapp"], grader_folder) if start == "warm" else None
     try:
         if warm is not None:
             warm.start()  # a server of its own, started with the secret in the grader's environment
@@ -98,6 +99,7 @@ def test_no_variable_of_the_grader_reaches_a_kernels_memory(tmp_path: Path, monk
             first_environment = Path(f"/proc/{km.kernel_pid}/environ").read_bytes()
             holds_own = _memory_holding(km.kernel_pid, seen["held_here"].encode())
             holds_secret = _memory_holding(km.kernel_pid, secret.encode())
+            command_line = Path(f"/proc/{km.kernel_pid}/cmdline").read_bytes()
     finally:
         if warm is not None:
             warm.stop()
@@ -112,6 +114,8 @@ def test_no_variable_of_the_grader_reaches_a_kernels_memory(tmp_path: Path, monk
     assert not dropped & set(seen["os_environ"].items())  # ipykernel sets some of its own (PAGER, ...), never the grader's
     assert seen["seccomp"] == "2"  # a filter, in warm kernels as in cold ones
     assert seen["bytecode"] is True  # the kernel's environment says so, to the warm server too
+    # Nor the grader's folders: a warm kernel keeps the server's command line, which names none of them.
+    assert str(grader_folder).encode() not in command_line, command_line
 
 
 def test_the_kernels_environment_is_an_allow_list() -> None:

@@ -108,14 +108,18 @@ class WarmKernels:
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ptgrader.warm", str(self.socket), str(self.grader_folder), *self.preload],
+            [sys.executable, "-m", "ptgrader.warm"],
             stdin=subprocess.PIPE,  # the server exits when this pipe closes: it never outlives the grader
             stdout=subprocess.PIPE,
             cwd=self.folder,
             env=jail.kernel_env(dict(os.environ), home=str(self.folder)),  # never the grader's: kernels fork from it
             text=True,
         )
-        assert self.process.stdout is not None
+        assert self.process.stdin is not None and self.process.stdout is not None
+        # On its first line, not on its command line: a kernel forked from it keeps that in /proc/self/cmdline.
+        where = {"socket": str(self.socket), "grader_folder": str(self.grader_folder), "preload": self.preload}
+        self.process.stdin.write(json.dumps(where) + "\n")
+        self.process.stdin.flush()
         answered, _, _ = select.select([self.process.stdout], [], [], STARTUP_TIMEOUT_S)
         ready = self.process.stdout.readline().strip() if answered else f"no answer in {STARTUP_TIMEOUT_S} s"
         if ready != "ready":
@@ -360,4 +364,5 @@ def serve(path: str, grader_folder: str, preload: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2], sys.argv[3:])
+    settings = json.loads(sys.stdin.readline())  # WarmKernels.start writes them there
+    serve(settings["socket"], settings["grader_folder"], settings["preload"])
