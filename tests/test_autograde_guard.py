@@ -882,6 +882,31 @@ def test_a_grading_kernel_runs_jailed_warm_or_cold_and_leaves_nothing_behind(tmp
     assert not Path(f"/proc/{km.kernel_pid}").exists() or _wait_for(lambda: not Path(f"/proc/{km.kernel_pid}").exists())
 
 
+def test_warm_kernels_compile_without_timing_each_graph_s_guards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm server turns off dynamo's guard latency profile (a debug metric whose cache flush costs 30 ms a
+    compile); graphs still compile, and their guards still decide when to compile again."""
+    import torch._dynamo.guards as guards
+
+    from ptgrader import warm
+
+    monkeypatch.setattr(guards, "profile_guard_manager", guards.profile_guard_manager)  # put back afterwards
+    warm._skip_guard_latency_profile()
+    assert guards.profile_guard_manager(None, None, 1) == 0.0
+    graphs = []
+
+    def counting(graph_module, example_inputs):  # noqa: ANN001, ANN202
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    double = torch.compile(lambda t: t * 2, backend=counting, dynamic=False)
+    assert torch.equal(double(torch.ones(2)), torch.full((2,), 2.0))
+    double(torch.ones(2))
+    double(torch.ones(3))  # a guard on the size fails: a second graph
+    assert len(graphs) == 2
+    torch._dynamo.reset()
+
+
 @linux_only
 def test_a_warm_server_that_does_not_answer_fails_the_start_at_once(tmp_path: Path) -> None:
     """The kernel manager gives up on a dead or stalled warm server (GuardedExecute then starts the kernel cold,

@@ -363,6 +363,24 @@ def test_a_report_keeps_a_few_short_policy_findings_of_many() -> None:
     assert all(len(finding) <= FINDING_CHARS < 1_000 for finding in findings)  # cut: each names 1,000 characters
 
 
+def test_a_cell_s_findings_are_remembered_only_for_cells_of_a_solution_s_size() -> None:
+    """The same cell at the same place gives the same findings, remembered for the next student; a cell longer
+    than any answer is read again each time, so a class of hostile cells fills no memory of the grader."""
+    from ptgrader import execute
+    from ptgrader.policy import LabNames, scan_cell
+
+    modules, lab = (("torch", "torch"),), LabNames()
+    for source in ("import os\nos.getcwd()\n", "x = 1\n" + "# padding\n" * execute.REMEMBERED_CELL_CHARS):
+        expected = tuple(str(finding) for finding in scan_cell(source, 4, dict(modules), lab=lab))
+        before = execute._remembered_findings.cache_info()
+        assert execute._cell_findings(source, 4, modules, lab) == expected
+        assert execute._cell_findings(source, 4, modules, lab) == expected
+        after = execute._remembered_findings.cache_info()
+        remembered = len(source) <= execute.REMEMBERED_CELL_CHARS
+        assert (after.hits - before.hits, after.currsize - before.currsize) == ((1, 1) if remembered else (0, 0))
+    assert expected == () and "os" in execute._cell_findings("import os\nos.getcwd()\n", 4, modules, lab)[0]
+
+
 def test_an_outputs_metadata_is_emptied_before_it_is_copied() -> None:
     """A red team's 24 MB of empty dicts in a PNG's metadata took the grader to 3.4 GB, copied object by object."""
     grader, outs = _guarded_receiver()

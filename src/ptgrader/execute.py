@@ -98,6 +98,28 @@ def _locked_names(trusted: Pairs, test_ids: frozenset[str]) -> tuple[Pairs, LabN
     return tuple(modules.items()), LabNames.of(dict(trusted), set(test_ids))
 
 
+#: Cells up to this many characters have their findings remembered (:func:`_cell_findings`); longer ones, rare in an
+#: honest notebook, are read each time, so no submission can fill the grader's memory with what it remembers.
+REMEMBERED_CELL_CHARS = 20_000
+
+
+@lru_cache(maxsize=4096)
+def _remembered_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tuple[str, ...]:
+    return tuple(str(finding) for finding in scan_cell(source, index, dict(modules), lab=lab))
+
+
+def _cell_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tuple[str, ...]:
+    """The code policy's findings in one student cell, as text.
+
+    Remembered for the cells of up to REMEMBERED_CELL_CHARS characters: most cells of a class are the same
+    at the same place (the lab's own cells, and answers that many students share), the findings depend on
+    nothing else, and reading a cell again cost about 3 ms of the grader's CPU, 0.08 s a student.
+    """
+    if len(source) > REMEMBERED_CELL_CHARS:
+        return tuple(str(finding) for finding in scan_cell(source, index, dict(modules), lab=lab))
+    return _remembered_findings(source, index, modules, lab)
+
+
 class GuardedExecute(KernelRun, OutputReceiver, Execute):
     """nbgrader's Execute with a code policy, completion tokens, a jailed kernel and the grader's own verdicts."""
 
@@ -290,9 +312,9 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         self.student_cells = set(self._student_cells(nb, trusted))
         modules, lab = _locked_names(tuple(trusted.items()), frozenset(test_ids))
         found = (
-            str(finding)
+            finding
             for index in sorted(self.student_cells)
-            for finding in scan_cell(nb.cells[index].source, index, dict(modules), lab=lab)
+            for finding in _cell_findings(nb.cells[index].source, index, modules, lab)
         )
         kept = [_shortened(finding, FINDING_CHARS) for finding in itertools.islice(found, KEPT_FINDINGS + 1)]
         if len(kept) > KEPT_FINDINGS:  # one is enough to withhold the grades; the reviewer needs a few
