@@ -19,7 +19,8 @@ The repository has three rooms, and the imports go one way:
   - :mod:`~ptgrader.jail`: the Linux jail each kernel runs in (namespaces, an unprivileged uid, rlimits);
   - :mod:`~ptgrader.syscalls`: the system calls a kernel may not make (a seccomp filter, by libseccomp);
   - :mod:`~ptgrader.kernels`: where a kernel starts (its folder, jail settings, the kernel manager);
-  - :mod:`~ptgrader.warm`, ``warm_launcher.py``: the server that forks jailed kernels with torch imported;
+  - :mod:`~ptgrader.warm`, ``warm_launcher.py``: the server that forks jailed kernels with torch imported,
+    and :mod:`~ptgrader.once_per_server`: work of torch's and onnxscript's it does once for every kernel;
   - :mod:`~ptgrader.contract`: how test cells run through the checks held before student code runs;
   - :mod:`~ptgrader.channel`: outputs sent out of the kernel and compared by the grader;
   - :mod:`~ptgrader.policy`: the code policy read before anything runs (defence in depth);

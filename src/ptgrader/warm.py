@@ -49,7 +49,7 @@ import traceback
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import jail
+from . import jail, once_per_server
 
 LAUNCHER = Path(__file__).with_name("warm_launcher.py")
 #: How long the server may take to import the preloaded modules (seconds; torch takes a few).
@@ -344,20 +344,6 @@ def _preload(name: str) -> None:
         print(f"ptgrader warm server: not preloaded: {name} ({problem})", file=sys.stderr, flush=True)
 
 
-def _skip_guard_latency_profile() -> None:
-    """Let torch.compile skip timing the guards of each graph it makes, in every kernel forked from here.
-
-    Why: dynamo times a new graph's guards once, for a debug log line and a compile metric, after
-    flushing the CPU's caches: 30 ms of CPU a compile on the 2-core machine, 0.6 s of a lab 05
-    submission's 4.6 s (its checks compile about 35 graphs). Nothing a notebook computes or prints
-    depends on it (``torch._dynamo.guards.profile_guard_manager`` in torch 2.13); where torch has no such
-    function, nothing changes.
-    """
-    guards = sys.modules.get("torch._dynamo.guards")
-    if guards is not None and hasattr(guards, "profile_guard_manager"):
-        guards.profile_guard_manager = lambda *args: 0.0
-
-
 def serve(path: str, grader_folder: str, preload: list[str]) -> None:
     """Import ``preload``, then serve kernel requests on the Unix socket ``path``.
 
@@ -371,7 +357,7 @@ def serve(path: str, grader_folder: str, preload: list[str]) -> None:
     gc.disable()
     for name in preload:
         _preload(name)
-    _skip_guard_latency_profile()
+    once_per_server.apply()  # torch's and onnxscript's work no result depends on, done once here
     gc.freeze()
     server = _Server(path, grader_folder)
     print("ready", flush=True)
