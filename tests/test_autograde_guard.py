@@ -739,8 +739,9 @@ def test_the_memory_of_all_of_a_kernels_processes_is_limited_together(tmp_path: 
 def test_each_kernel_shares_the_cores_as_one_group(tmp_path: Path) -> None:
     """Where the cpu controller is there, a kernel and its threads are in a CPU group of their own, whose weight is
     every other kernel's: a hundred busy threads get no more of the cores than one."""
-    hierarchy = cgroups.Hierarchy.find()
-    assert hierarchy is not None
+    hierarchy = Isolation(str(tmp_path)).hierarchy  # as prepared: without cpu where it cannot be used
+    if hierarchy is None or not hierarchy.cpu:
+        pytest.skip("the cpu controller cannot be used for kernels here")
     spec, path = _jail_spec(tmp_path, tmp_path)
     group = Path(spec.cgroups[0] if hierarchy.version == 2 else spec.cgroups[2])  # v1: memory, pids, cpu
     assert Path(hierarchy.parents[-1]) == group.parent
@@ -749,6 +750,16 @@ def test_each_kernel_shares_the_cores_as_one_group(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines()
              if line.count(":") >= 2 and line.split(":")[1].split(",")[:1] == (controllers or [""])]
     assert any(line.endswith("/" + group.name) for line in lines), result.stderr
+
+
+def test_a_cpu_hierarchy_that_cannot_be_used_leaves_memory_and_processes_limited(tmp_path: Path) -> None:
+    """A container's read-only cpu hierarchy costs the kernels their equal CPU weight, never their memory and
+    process limits."""
+    memory, pids = str(tmp_path / "memory"), str(tmp_path / "pids")
+    unusable = cgroups.Hierarchy(1, (memory, pids, str(tmp_path / "no-cpu-hierarchy")), cpu=True)
+    assert unusable.prepare() == cgroups.Hierarchy(1, (memory, pids))
+    usable = cgroups.Hierarchy(1, (memory, pids, str(tmp_path)), cpu=True)
+    assert usable.prepare() is usable
 
 
 SPAWN_AND_WAIT = r"""

@@ -86,11 +86,23 @@ class Hierarchy:
             return cls(1, (v1["memory"], v1["pids"], *([cpu] if cpu else [])), cpu=cpu is not None)
         return None
 
-    def prepare(self) -> None:
+    def prepare(self) -> Hierarchy:
+        """Make the hierarchy ready for kernel groups; return it, without the cpu controller where that one
+        cannot be used here (memory and pids still are: an OSError about them is raised)."""
         if self.version == 2:
             parent = Path(self.parents[0])
             parent.mkdir(exist_ok=True)
-            (parent / "cgroup.subtree_control").write_text("+memory +pids" + (" +cpu" if self.cpu else ""))
+            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        if not self.cpu:
+            return self
+        try:
+            if self.version == 2:
+                (Path(self.parents[0]) / "cgroup.subtree_control").write_text("+cpu")
+            elif not os.access(self.parents[2], os.W_OK):
+                raise PermissionError(self.parents[2])
+        except OSError:  # a container's read-only cpu hierarchy, a controller in use elsewhere: equal threads then
+            return Hierarchy(self.version, self.parents[:1] if self.version == 2 else self.parents[:2])
+        return self
 
     def make(self, name: str, memory_bytes: int, processes: int) -> list[str]:
         """Create the kernel's group(s) with their limits; return their folders."""

@@ -228,7 +228,7 @@ class Isolation:
         self.hierarchy = cgroups.Hierarchy.find()
         if self.hierarchy is not None:
             try:
-                self.hierarchy.prepare()
+                self.hierarchy = self.hierarchy.prepare()
                 self.hierarchy.remove_stale()
             except OSError:  # a hierarchy root may not write (a container's): the rlimits still hold
                 self.hierarchy = None
