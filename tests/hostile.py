@@ -92,6 +92,8 @@ class HostileCase:
     policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
     #: what the submission folder becomes once the notebook is written (a link, a FIFO, an odd name), or None
     arrange: Arrange | None = None
+    #: words the report's ``stopped`` must hold: why the kernel was stopped ("" when any reason will do)
+    reason: str = ""
 
     @property
     def student(self) -> str:
@@ -221,8 +223,10 @@ SILENT_CELLS = 80
 #: 300 MB of output after the last test cell, 25 MB a line: more than a grader may receive from one kernel
 #: (ptgrader.kernel_client.RECEIVED_BYTES_BUDGET). Messages waiting, undecoded, took a grader to 2.3 GB.
 FLOOD = (
-    "# 300 MB of output, 24 MB a message (a message over 32 MiB ends the connection).\n"
-    "import sys\n\nfor _ in range(12):\n    print('x' * 24_000_000)\n    sys.stdout.flush()"
+    "# 1.8 GB of output, 30 MB a message (a message over 32 MiB ends the connection), more than the cell's\n"
+    "# 5 s allow: the kernel is stopped at once past its budget (64 MiB in the runtime course), not when\n"
+    "# the cell's time runs out, and the grader holds little of it.\n"
+    "import sys\n\nfor _ in range(60):\n    print('x' * 30_000_000)\n    sys.stdout.flush()"
 )
 #: 5 MB on one line (250 times what a cell keeps), and results that would render as active HTML.
 HUGE_AND_ACTIVE_LINES = (
@@ -465,7 +469,8 @@ def cases() -> list[HostileCase]:
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",
             policy=False,
         ),
-        HostileCase("output_flood", _after_test(FLOOD, -1), _all("full"), "stopped", policy=False),
+        HostileCase("output_flood", _after_test(FLOOD, -1), _all("full"), "stopped", policy=False,
+                    reason="sent more than 64 MiB of messages"),
         HostileCase("automagic_line", _after_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
         HostileCase(
             "huge_and_active_output", _after_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True

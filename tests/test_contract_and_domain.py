@@ -137,6 +137,19 @@ def test_gradients_left_by_a_step_are_seen_apart_from_the_values_unless_the_part
                        monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (parameters)"]
 
 
+def test_the_marks_torch_cond_leaves_on_parameters_are_not_a_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cond, run eagerly, marks every parameter of the module it runs (a round's correct answer lost its
+    points for it); an attribute a function sets itself is still seen."""
+    def routed(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: m(t) * 2, lambda t: m(t), (x,)).detach()
+
+    model, x = torch.nn.Linear(3, 2), torch.ones(4, 3)
+    assert contract_of(routed, model, x, monkeypatch=monkeypatch)["inputs changed"] == []
+    assert all("_dynamo_static_input_type" in vars(p) for p in model.parameters())  # the mark is there
+    assert contract_of(lambda m: setattr(m.weight, "_dynamo_x", 1) or setattr(m.weight, "kept", 1), model,
+                       monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (parameters)"]
+
+
 def test_no_class_passes_for_a_plain_type_by_its_name() -> None:
     impostor = type("tuple", (tuple,), {"__module__": "builtins"})  # a round's lead: a subclass named tuple
     assert contract.type_tree((1, 2.0, True)) == {"tuple": ["int", "float", "bool"]}
@@ -300,6 +313,14 @@ def on_the_default_device(x):
 
 def on_the_notebook_device(x):
     return x.to(device) * 2
+
+
+def resets_the_default_device(x):
+    torch.set_default_device(x.device)
+    try:
+        return torch.zeros(x.shape) + x
+    finally:
+        torch.set_default_device(None)  # the CPU's, not what the caller had
 """
 
 
@@ -317,6 +338,11 @@ def test_a_call_from_elsewhere_shows_tensors_made_on_the_wrong_device(monkeypatc
     assert sent["on_the_default_device"] == "raised RuntimeError"
     assert sent["on_the_notebook_device"] == {"meta tensor": [[2], "torch.float32"]}
     assert notebook["device"] == torch.device("cpu") and torch.empty(1).device.type == "cpu"
+    left = "the caller's default device afterwards"
+    assert sent[f"by_the_input: {left}"] == "meta"
+    ptchecks.emit_elsewhere("resets", notebook["resets_the_default_device"], x)
+    assert torch.equal(sent["resets"], x) and sent[f"resets: {left}"] == "cpu"
+    assert torch.empty(1).device.type == "cpu"
     # The notebook's device only: what follows the default device, as torch's own functions do, stays right.
     for name in ("on_the_default_device", "on_the_notebook_device"):
         ptchecks.emit_elsewhere(name, notebook[name], x, default_device=False)

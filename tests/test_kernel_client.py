@@ -19,13 +19,14 @@ from jupyter_client.session import Session
 from ptgrader.kernel_client import (
     POLL_SLICE_S,
     ByteBudget,
+    ChargedChannel,
     SentTooMuch,
     OnceConnectedKernelClient,
     RepollingKernelClient,
     SlicedPollChannel,
     wait_until_listening,
 )
-from ptgrader.kernels import IsolatedKernelManager
+from ptgrader.kernels import MAX_MESSAGE_BYTES, UNREAD_MESSAGES, IsolatedKernelManager
 
 pytestmark = pytest.mark.mostly_waits  # 5 s of timeouts run out: handed out early (tests/run_order.py)
 
@@ -141,3 +142,56 @@ def test_a_kernels_messages_are_charged_before_they_are_decoded() -> None:
     budget.charge([b"12345", b"678"])
     with pytest.raises(SentTooMuch, match="more than 0 MiB"):
         budget.charge([b"xyz"])
+
+
+async def _read_through_a_charged_channel(messages: list[list[bytes]], budget: ByteBudget) -> list[str]:
+    """What a charged channel makes of raw messages, in order: each one's type, or the exception it raised."""
+    context = zmq.asyncio.Context()
+    receiver, sender = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
+    seen = []
+    try:
+        receiver.bind("inproc://charged")
+        sender.connect("inproc://charged")
+        channel = ChargedChannel(receiver, Session(key=b"the-grader"))
+        channel.budget = budget
+        for frames in messages:
+            sender.send_multipart(frames)
+            try:
+                seen.append((await channel.get_msg(timeout=2))["msg_type"])
+            except Exception as problem:  # noqa: BLE001  (the outcome under test)
+                seen.append(type(problem).__name__)
+    finally:
+        sender.close(linger=0)
+        receiver.close(linger=0)
+        context.term()
+    return seen
+
+
+def test_a_kernel_is_stopped_at_once_when_its_messages_cannot_be_read_further() -> None:
+    """Over the budget, or a message the grader cannot decode (a forged signature): the kernel is killed at the
+    first such message, not when its cell ends (nbclient reads the failed output task only at the reply)."""
+    signed = Session(key=b"the-grader")
+
+    def good() -> list[bytes]:  # a new message each time: a signature seen twice is refused (a replay)
+        return signed.serialize(signed.msg("stream", {"name": "stdout", "text": "ok"}))
+
+    forged = Session(key=b"not-the-grader").serialize(signed.msg("stream", {"name": "stdout", "text": "x"}))
+    for messages, outcome, why in (
+        ([good(), good()], ["stream", "stream"], ""),
+        ([forged], ["ValueError"], "the kernel sent a message the grader cannot read (ValueError)"),
+        ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],
+         "the kernel sent more than 0 MiB of messages"),
+    ):
+        stopped = []
+        limit = sum(map(len, good())) + 1 if len(messages) == 3 else 1 << 20
+        budget = ByteBudget(limit=limit, stop=lambda: stopped.append(True))
+        assert asyncio.run(_read_through_a_charged_channel(messages, budget)) == outcome
+        assert budget.failure == why and bool(stopped) == bool(why)
+
+
+def test_what_a_grading_client_holds_unread_stays_within_the_byte_budget() -> None:
+    """zmq's own queue in the grader (1000 messages by default) is cut to a few messages: the rest waits in the
+    kernel, whose limits count it."""
+    from ptgrader.kernel_client import RECEIVED_BYTES_BUDGET
+
+    assert UNREAD_MESSAGES * MAX_MESSAGE_BYTES * 2 <= RECEIVED_BYTES_BUDGET  # two channels: shell and output

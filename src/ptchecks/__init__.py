@@ -657,10 +657,14 @@ def _elsewhere(function: Callable[..., Any], default_device: bool = True) -> Ite
     missing = object()
     saved = space.get("device", missing)
     space["device"] = torch.device("meta")
+    found = torch.get_default_device()
+    if default_device:  # as a caller sets it: a function that resets it to the CPU's default is seen
+        torch.set_default_device("meta")
     try:
-        with torch.device("meta") if default_device else contextlib.nullcontext():
-            yield
+        yield
     finally:
+        if default_device:
+            torch.set_default_device(None if found.type == "cpu" else found)
         if saved is missing:
             space.pop("device", None)
         else:
@@ -672,17 +676,24 @@ def emit_elsewhere(name: str, function: Callable[..., Any], *args: Any, rtol: fl
                    **kwargs: Any) -> None:
     """:func:`emit_tree` what ``function(*args, **kwargs)`` returns when the caller's default device and
     the notebook's ``device`` are both ``meta`` (:func:`_elsewhere`), its inputs where they are; or the
-    type of the error it raises, which is the answer then (a tensor made on the wrong device fails).
+    type of the error it raises, which is the answer then (a tensor made on the wrong device fails); and the
+    caller's default device after the call (a function that set it back to the CPU's, not to what it found,
+    leaves the caller elsewhere).
     ``owner``: the student's function whose notebook it is, when ``function`` is what that one returned.
     ``default_device=False``: the notebook's ``device`` only, for a part whose work stays on the CPU
     whatever the notebook's device (a CPU generator's draws, as ``DistributedSampler`` makes them), and
     which follows the default device as torch's own functions do."""
+    left = None
     try:
         with _elsewhere(owner if owner is not None else function, default_device):
-            result = function(*args, **kwargs)
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                left = str(torch.get_default_device())
     except Exception as error:  # noqa: BLE001  (the error is the answer)
         result = f"raised {type(error).__name__}"
     emit_tree(name, result, rtol=rtol, atol=atol)
+    emit(f"{name}: the caller's default device afterwards", left)
 
 
 # The seeded domains and the contract harness (imported here, after emit, which they call).

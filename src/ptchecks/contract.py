@@ -108,11 +108,19 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
 
 def _tensor_state(tensor: torch.Tensor, *, gradient: bool = True) -> tuple[object, ...]:
     """What a caller can see of a tensor: its values (none on ``meta``), layout, version and (``gradient``)
-    its ``.grad``, and the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory)."""
+    its ``.grad``, and the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory),
+    but torch's own marks (:data:`TORCH_MARKS`)."""
     values = None if tensor.is_meta else tensor.detach().clone()
     grad = _gradient_state(tensor) if gradient else None
+    attributes = tuple(sorted(name for name in vars(tensor) if not name.startswith(TORCH_MARKS)))
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-            tensor._version, tensor.requires_grad, grad, tuple(sorted(vars(tensor))))
+            tensor._version, tensor.requires_grad, grad, attributes)
+
+
+#: Attributes torch sets on a tensor it works with: ``torch.cond`` marks every parameter of the module it runs
+#: eagerly with ``_dynamo_static_input_type``. A function that uses torch's tools as they are meant to be used
+#: changes nothing a caller relies on.
+TORCH_MARKS = ("_dynamo_",)
 
 
 def _gradient_state(tensor: torch.Tensor) -> tuple[object, ...] | None:

@@ -49,6 +49,7 @@ from . import contract, jail, report as reports, score
 from .cells import graded_test_cells, grade_id, setup_index
 from .compare import IOPUB_TIMEOUT_S, compare, reference_outputs
 from .course import CourseRecord
+from .kernel_client import RECEIVED_BYTES_BUDGET
 from .kernel_run import KernelRun
 from .kernels import TREE_MEMORY, GraderTemp, IsolatedKernelManager, Isolation, accelerator_devices, default_limits
 from .outputs import make_notebook_safe
@@ -132,6 +133,11 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
     ).tag(config=True)
     submission_timeout = Integer(
         120, help="Seconds all of a submission's cells may run together; past it the kernel is stopped."
+    ).tag(config=True)
+    received_bytes_budget = Integer(
+        RECEIVED_BYTES_BUDGET,
+        help="Bytes of messages a kernel may send in all, counted before the grader decodes them; past them the"
+        " kernel is stopped at once.",
     ).tag(config=True)
     reading_budget = Integer(
         20,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from queue import Empty
 from typing import Any
 
@@ -76,29 +77,50 @@ class SentTooMuch(RuntimeError):
 
 
 class ByteBudget:
-    """The bytes of messages a client has received, charged before each one is decoded."""
+    """The bytes of messages a client has received, charged before each one is decoded, and what happens when
+    the kernel's messages cannot be read any further.
 
-    def __init__(self, limit: int = RECEIVED_BYTES_BUDGET) -> None:
-        self.limit, self.spent = limit, 0
+    ``stop``: called once the budget is spent or a message cannot be decoded (it kills the kernel). Why at
+    once: the reader that failed is nbclient's output task, which nbclient looks at again only when the
+    cell's reply comes; until then nobody reads, the kernel runs on to the end of its cell, and zmq keeps
+    receiving what it sends. ``failure`` says why, for the grading report.
+    """
+
+    def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None) -> None:
+        self.limit, self.spent, self.stop, self.failure = limit, 0, stop, ""
 
     def charge(self, frames: list[bytes]) -> None:
         self.spent += sum(len(frame) for frame in frames)
         if self.spent > self.limit:
             raise SentTooMuch(f"the kernel sent more than {self.limit >> 20} MiB of messages")
 
+    def fail(self, problem: Exception) -> None:
+        """The kernel's messages cannot be read any further: record why, and stop the kernel."""
+        if not self.failure:
+            self.failure = (str(problem) if isinstance(problem, SentTooMuch)
+                            else f"the kernel sent a message the grader cannot read ({type(problem).__name__})")
+        if self.stop is not None:
+            self.stop()
+
 
 class ChargedChannel(SlicedPollChannel):
-    """A sliced-poll channel that charges each message to its client's :class:`ByteBudget` before decoding it."""
+    """A sliced-poll channel that charges each message to its client's :class:`ByteBudget` before decoding it,
+    and stops the kernel when a message is over the budget or cannot be decoded (:meth:`ByteBudget.fail`)."""
 
     budget: ByteBudget | None = None
 
     async def _recv(self, **kwargs: Any) -> dict[str, Any]:
         assert self.socket is not None
         frames = await self.socket.recv_multipart(**kwargs)
-        if self.budget is not None:
-            self.budget.charge(frames)
-        _, message = self.session.feed_identities(frames)
-        return self.session.deserialize(message)
+        try:
+            if self.budget is not None:
+                self.budget.charge(frames)
+            _, message = self.session.feed_identities(frames)
+            return self.session.deserialize(message)
+        except Exception as problem:
+            if self.budget is not None:
+                self.budget.fail(problem)
+            raise
 
 
 def wait_until_listening(paths: list[str], timeout_s: float) -> None:
@@ -146,6 +168,10 @@ class OnceConnectedKernelClient(RepollingKernelClient):
 
     #: How long a kernel may take to open its sockets, in seconds.
     listen_timeout_s = 60.0
+    #: What stops the kernel when its messages cannot be read further, and the bytes of messages it may send
+    #: (both set by its kernel manager).
+    stop_kernel: Callable[[], None] | None = None
+    byte_budget: int = RECEIVED_BYTES_BUDGET
 
     def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True, hb: bool = True,
                        control: bool = True) -> None:
@@ -158,6 +184,6 @@ class OnceConnectedKernelClient(RepollingKernelClient):
         paths = [f"{self.ip}-{port}" for port in ports] if self.transport == "ipc" else []
         connect_once_listening(self.context, paths, self.listen_timeout_s)
         super().start_channels(shell, iopub, stdin=False, hb=False, control=False)
-        self.received = ByteBudget()
+        self.received = ByteBudget(self.byte_budget, stop=self.stop_kernel)
         for channel in (self.shell_channel, self.iopub_channel):
             channel.budget = self.received

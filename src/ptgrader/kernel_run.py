@@ -12,7 +12,8 @@ notebook's cells (nbclient does the talking):
 - each cell may run ``timeout`` seconds and the whole submission ``submission_timeout``: past either
   the kernel is stopped (past the submission's time, also between two cells that each ran well within
   their own limit), and the test cells not run earn nothing (the class goes on); so is a kernel that sends
-  more bytes of messages than :data:`~ptgrader.kernel_client.RECEIVED_BYTES_BUDGET`;
+  more bytes of messages than ``received_bytes_budget`` (a kernel whose messages cannot be read any
+  further is killed at once, by its client);
 - the kernel, and everything it started, is killed at the end, whatever happened.
 """
 
@@ -44,6 +45,7 @@ class KernelRun:
     # Traits of GuardedExecute and state set by it before a run.
     timeout: int
     submission_timeout: int
+    received_bytes_budget: int
     preload: list[str]
     nb: NotebookNode
     student_cells: set[int]
@@ -150,7 +152,9 @@ class KernelRun:
             except CellTimeoutError:
                 report.stopped = self._timeout_reason(cell, index)
             except DeadKernelError:
-                report.stopped = f"the kernel died while running {cell_label(cell, index)}"
+                failure = getattr(getattr(self.kc, "received", None), "failure", "")  # the grader stopped it
+                report.stopped = (f"{failure} (at {cell_label(cell, index)}); the kernel was stopped" if failure
+                                  else f"the kernel died while running {cell_label(cell, index)}")
             except SentTooMuch as problem:
                 report.stopped = f"{problem} (at {cell_label(cell, index)}); the kernel was stopped"
             if report.stopped:
@@ -210,4 +214,5 @@ class KernelRun:
         km = super().create_kernel_manager()  # type: ignore[misc]
         assert isinstance(km, IsolatedKernelManager) and self._kernel_setup is not None
         km.prepare(*self._kernel_setup)
+        km.received_bytes_budget = self.received_bytes_budget
         return km

@@ -40,7 +40,12 @@ from typing import Any, ClassVar
 from traitlets import DottedObjectName, Type
 
 from . import cgroups, jail
-from .kernel_client import OnceConnectedKernelClient, RepollingKernelManager, connect_once_listening
+from .kernel_client import (
+    RECEIVED_BYTES_BUDGET,
+    OnceConnectedKernelClient,
+    RepollingKernelManager,
+    connect_once_listening,
+)
 
 JAIL_SCRIPT = Path(jail.__file__)
 #: The grader's own temporary folders: a prefix no other tool's folder has (the tests' course folders were
@@ -57,6 +62,11 @@ GIB, MIB = 1 << 30, 1 << 20
 #: The largest message the grader takes from a kernel: a bigger one drops that channel (the cell then
 #: times out) instead of growing the grader's memory. Cell output is cut at 20 kB anyway.
 MAX_MESSAGE_BYTES = 32 * MIB
+#: The most messages a grader's socket holds that the grader has not read yet. Past it, zmq stops reading
+#: from the kernel, whose own queue then waits (in the kernel's memory, which its limits count): what the
+#: grader holds unread stays under UNREAD_MESSAGES * MAX_MESSAGE_BYTES a channel (a round's kernel printing
+#: 30 MiB strings, with zmq's default of 1000, took the grader to 4.6 GB).
+UNREAD_MESSAGES = 4
 
 #: Accelerator device nodes a kernel may open (only those that exist are bound).
 ACCELERATOR_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd")
@@ -338,6 +348,7 @@ class IsolatedKernelManager(RepollingKernelManager):
     kernel_pid: int = 0
     kernel_pidfd: int = -1
     startup_timeout_s: float = 60.0
+    received_bytes_budget: int = RECEIVED_BYTES_BUDGET  # GuardedExecute.received_bytes_budget
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -399,14 +410,24 @@ class IsolatedKernelManager(RepollingKernelManager):
         super()._connect_control_socket()
 
     def client(self, **kwargs: Any) -> Any:
-        """A client whose sockets refuse messages over MAX_MESSAGE_BYTES (each client has a zmq context of its own),
-        connected once (:class:`~ptgrader.kernel_client.OnceConnectedKernelClient`)."""
+        """A client whose sockets refuse frames over MAX_MESSAGE_BYTES and hold at most UNREAD_MESSAGES messages the
+        grader has not read (each client has a zmq context of its own), connected once
+        (:class:`~ptgrader.kernel_client.OnceConnectedKernelClient`), that kills the kernel at once when its
+        messages cannot be read further."""
         client = super().client(**kwargs)
         if self.spec is not None:
             import zmq
 
             client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+            client.context.setsockopt(zmq.RCVHWM, UNREAD_MESSAGES)
+            client.stop_kernel, client.byte_budget = self.kill_at_once, self.received_bytes_budget
         return client
+
+    def kill_at_once(self) -> None:
+        """SIGKILL the kernel (and its whole PID namespace) without waiting; :meth:`ensure_dead` waits later."""
+        if self.kernel_pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.kernel_pidfd, signal.SIGKILL)
 
     def cpu_seconds(self) -> float:
         """CPU time the kernel and the children it waited for have used so far (0 when not known)."""
