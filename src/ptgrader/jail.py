@@ -135,6 +135,8 @@ _LIMITS = {
     "file_size": resource.RLIMIT_FSIZE,
     "open_files": resource.RLIMIT_NOFILE,
     "core": resource.RLIMIT_CORE,
+    "realtime_priority": resource.RLIMIT_RTPRIO,
+    "nice_ceiling": resource.RLIMIT_NICE,
 }
 
 

@@ -189,7 +189,9 @@ def default_limits() -> dict[str, int]:
     Measured on a 2-core machine (book/instructors.md): lab 06 peaked at 1.8 GiB of address space,
     0.47 GiB resident, 17 threads and 65 open files, and wrote no file. Address space: that peak
     plus ten times its resident size, and room for one thread stack and malloc arena per extra
-    core; processes (threads count): ten times 15 plus one per core; files: 64 MiB each.
+    core; processes (threads count): ten times 15 plus one per core; files: 64 MiB each. No real-time
+    priority and no raised priority, whatever the grader was allowed (a desktop's audio group may allow
+    real-time scheduling): a kernel in real-time would take its cores from everything else.
     """
     cpus = os.cpu_count() or 2
     return {
@@ -198,6 +200,8 @@ def default_limits() -> dict[str, int]:
         "file_size": 64 * MIB,
         "open_files": 1024,
         "core": 0,
+        "realtime_priority": 0,
+        "nice_ceiling": 0,
     }
 
 
