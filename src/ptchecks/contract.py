@@ -112,15 +112,20 @@ def _tensor_state(tensor: torch.Tensor, *, gradient: bool = True) -> tuple[objec
     but torch's own marks (:data:`TORCH_MARKS`)."""
     values = None if tensor.is_meta else tensor.detach().clone()
     grad = _gradient_state(tensor) if gradient else None
-    attributes = tuple(sorted(name for name in vars(tensor) if not name.startswith(TORCH_MARKS)))
+    attributes = tuple(sorted(name for name, value in vars(tensor).items() if not _torch_mark(name, value)))
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
             tensor._version, tensor.requires_grad, grad, attributes)
 
 
-#: Attributes torch sets on a tensor it works with: ``torch.cond`` marks every parameter of the module it runs
-#: eagerly with ``_dynamo_static_input_type``. A function that uses torch's tools as they are meant to be used
-#: changes nothing a caller relies on.
-TORCH_MARKS = ("_dynamo_",)
+#: The marks torch itself sets on a tensor it works with, by name and value: ``torch.cond``, run eagerly, marks
+#: every parameter of the module it runs so (``torch._dynamo.mark_static_address``). Only these exact marks
+#: pass unseen: a name of the same family holding anything else (a tensor kept between calls) is an attribute
+#: like any other.
+TORCH_MARKS = {"_dynamo_static_input_type": "unguarded"}
+
+
+def _torch_mark(name: str, value: object) -> bool:
+    return name in TORCH_MARKS and isinstance(value, str) and value == TORCH_MARKS[name]
 
 
 def _gradient_state(tensor: torch.Tensor) -> tuple[object, ...] | None:
