@@ -224,7 +224,7 @@ SILENT_CELLS = 80
 #: (ptgrader.kernel_client.RECEIVED_BYTES_BUDGET). Messages waiting, undecoded, took a grader to 2.3 GB.
 FLOOD = (
     "# 1.8 GB of output, 30 MB a message (a message over 32 MiB ends the connection), more than the cell's\n"
-    "# 5 s allow: the kernel is stopped at once past its budget (64 MiB in the runtime course), not when\n"
+    "# 5 s allow: the kernel is stopped at once past its budget (16 MiB in the runtime course), not when\n"
     "# the cell's time runs out, and the grader holds little of it.\n"
     "import sys\n\nfor _ in range(60):\n    print('x' * 30_000_000)\n    sys.stdout.flush()"
 )
@@ -470,7 +470,7 @@ def cases() -> list[HostileCase]:
             policy=False,
         ),
         HostileCase("output_flood", _after_test(FLOOD, -1), _all("full"), "stopped", policy=False,
-                    reason="sent more than 64 MiB of messages"),
+                    reason="sent more than 16 MiB of messages"),
         HostileCase("automagic_line", _after_test(AUTOMAGIC_LINE), _all("full"), "", policy=True),
         HostileCase(
             "huge_and_active_output", _after_test(HUGE_AND_ACTIVE_LINES), _all("full"), "unsafe_outputs", True

@@ -54,7 +54,7 @@ RUNTIME_ONLY_CONFIG = """
 c.GuardedExecute.enforce_code_policy = False
 c.GuardedExecute.timeout = 5
 c.GuardedExecute.submission_timeout = 30
-c.GuardedExecute.received_bytes_budget = 64 * 1024 * 1024
+c.GuardedExecute.received_bytes_budget = 16 * 1024 * 1024
 """
 #: The grader's report beside each graded notebook (ptgrader.execute.REPORT_NAME; a test holds them equal).
 REPORT_NAME = "ptgrader-report.json"

@@ -167,9 +167,10 @@ async def _read_through_a_charged_channel(messages: list[list[bytes]], budget: B
     return seen
 
 
-def test_a_kernel_is_stopped_at_once_when_its_messages_cannot_be_read_further() -> None:
-    """Over the budget, or a message the grader cannot decode (a forged signature): the kernel is killed at the
-    first such message, not when its cell ends (nbclient reads the failed output task only at the reply)."""
+def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> None:
+    """Over the budget, the kernel is killed at the first such message, not when its cell ends (nbclient reads
+    the failed output task only at the reply). A message the grader cannot decode (a forged signature) is an
+    error of its own, which the failsafe reports for review."""
     signed = Session(key=b"the-grader")
 
     def good() -> list[bytes]:  # a new message each time: a signature seen twice is refused (a replay)
@@ -178,7 +179,7 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_cannot_be_read_further() 
     forged = Session(key=b"not-the-grader").serialize(signed.msg("stream", {"name": "stdout", "text": "x"}))
     for messages, outcome, why in (
         ([good(), good()], ["stream", "stream"], ""),
-        ([forged], ["ValueError"], "the kernel sent a message the grader cannot read (ValueError)"),
+        ([forged], ["ValueError"], ""),
         ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],
          "the kernel sent more than 0 MiB of messages"),
     ):

@@ -77,13 +77,14 @@ class SentTooMuch(RuntimeError):
 
 
 class ByteBudget:
-    """The bytes of messages a client has received, charged before each one is decoded, and what happens when
-    the kernel's messages cannot be read any further.
+    """The bytes of messages a client has received, charged before each one is decoded, and what happens once
+    they are spent.
 
-    ``stop``: called once the budget is spent or a message cannot be decoded (it kills the kernel). Why at
-    once: the reader that failed is nbclient's output task, which nbclient looks at again only when the
-    cell's reply comes; until then nobody reads, the kernel runs on to the end of its cell, and zmq keeps
-    receiving what it sends. ``failure`` says why, for the grading report.
+    ``stop``: called once the budget is spent (it kills the kernel). Why at once: the reader that failed is
+    nbclient's output task, which nbclient looks at again only when the cell's reply comes; until then
+    nobody reads, and the kernel runs on to the end of its cell. ``failure`` says why, for the grading
+    report. (A message the grader cannot decode ends the submission's grading in the failsafe, which
+    reports it for review; the few messages zmq holds meanwhile are bounded by the sockets' queue.)
     """
 
     def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None) -> None:
@@ -94,33 +95,30 @@ class ByteBudget:
         if self.spent > self.limit:
             raise SentTooMuch(f"the kernel sent more than {self.limit >> 20} MiB of messages")
 
-    def fail(self, problem: Exception) -> None:
-        """The kernel's messages cannot be read any further: record why, and stop the kernel."""
-        if not self.failure:
-            self.failure = (str(problem) if isinstance(problem, SentTooMuch)
-                            else f"the kernel sent a message the grader cannot read ({type(problem).__name__})")
+    def fail(self, problem: SentTooMuch) -> None:
+        """The budget is spent: record why, and stop the kernel."""
+        self.failure = self.failure or str(problem)
         if self.stop is not None:
             self.stop()
 
 
 class ChargedChannel(SlicedPollChannel):
     """A sliced-poll channel that charges each message to its client's :class:`ByteBudget` before decoding it,
-    and stops the kernel when a message is over the budget or cannot be decoded (:meth:`ByteBudget.fail`)."""
+    and stops the kernel when a message is over the budget (:meth:`ByteBudget.fail`)."""
 
     budget: ByteBudget | None = None
 
     async def _recv(self, **kwargs: Any) -> dict[str, Any]:
         assert self.socket is not None
         frames = await self.socket.recv_multipart(**kwargs)
-        try:
-            if self.budget is not None:
+        if self.budget is not None:
+            try:
                 self.budget.charge(frames)
-            _, message = self.session.feed_identities(frames)
-            return self.session.deserialize(message)
-        except Exception as problem:
-            if self.budget is not None:
-                self.budget.fail(problem)
-            raise
+            except SentTooMuch as spent:
+                self.budget.fail(spent)
+                raise
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)
 
 
 def wait_until_listening(paths: list[str], timeout_s: float) -> None:

@@ -12,8 +12,7 @@ notebook's cells (nbclient does the talking):
 - each cell may run ``timeout`` seconds and the whole submission ``submission_timeout``: past either
   the kernel is stopped (past the submission's time, also between two cells that each ran well within
   their own limit), and the test cells not run earn nothing (the class goes on); so is a kernel that sends
-  more bytes of messages than ``received_bytes_budget`` (a kernel whose messages cannot be read any
-  further is killed at once, by its client);
+  more bytes of messages than ``received_bytes_budget`` (killed at once, by its client);
 - the kernel, and everything it started, is killed at the end, whatever happened.
 """
 

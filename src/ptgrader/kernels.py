@@ -417,7 +417,7 @@ class IsolatedKernelManager(RepollingKernelManager):
         """A client whose sockets refuse frames over MAX_MESSAGE_BYTES and hold at most UNREAD_MESSAGES messages the
         grader has not read (each client has a zmq context of its own), connected once
         (:class:`~ptgrader.kernel_client.OnceConnectedKernelClient`), that kills the kernel at once when its
-        messages cannot be read further."""
+        messages go over its budget."""
         client = super().client(**kwargs)
         if self.spec is not None:
             import zmq
