@@ -192,7 +192,16 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
 
 def test_what_a_grading_client_holds_unread_stays_within_the_byte_budget() -> None:
     """zmq's own queue in the grader (1000 messages by default) is cut to a few messages: the rest waits in the
-    kernel, whose limits count it."""
+    kernel, whose limits count it. The jailed kernel's client gets the manager's budget and its kill."""
     from ptgrader.kernel_client import RECEIVED_BYTES_BUDGET
 
     assert UNREAD_MESSAGES * MAX_MESSAGE_BYTES * 2 <= RECEIVED_BYTES_BUDGET  # two channels: shell and output
+    manager = IsolatedKernelManager()
+    manager.spec, manager.received_bytes_budget = object(), 16 << 20  # a jailed kernel's manager, as configured
+    client = manager.client()
+    try:
+        assert client.context.getsockopt(zmq.RCVHWM) == UNREAD_MESSAGES
+        assert client.context.getsockopt(zmq.MAXMSGSIZE) == MAX_MESSAGE_BYTES
+        assert client.stop_kernel == manager.kill_at_once and client.byte_budget == 16 << 20
+    finally:
+        client.context.term()

@@ -104,9 +104,11 @@ def _locked_names(trusted: Pairs, test_ids: frozenset[str]) -> tuple[Pairs, LabN
 REMEMBERED_CELL_CHARS = 20_000
 
 
-@lru_cache(maxsize=4096)
-def _remembered_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tuple[str, ...]:
+def _read_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tuple[str, ...]:
     return tuple(str(finding) for finding in scan_cell(source, index, dict(modules), lab=lab))
+
+
+_remembered_findings = lru_cache(maxsize=4096)(_read_findings)
 
 
 def _cell_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tuple[str, ...]:
@@ -116,9 +118,8 @@ def _cell_findings(source: str, index: int, modules: Pairs, lab: LabNames) -> tu
     at the same place (the lab's own cells, and answers that many students share), the findings depend on
     nothing else, and reading a cell again cost about 3 ms of the grader's CPU, 0.08 s a student.
     """
-    if len(source) > REMEMBERED_CELL_CHARS:
-        return tuple(str(finding) for finding in scan_cell(source, index, dict(modules), lab=lab))
-    return _remembered_findings(source, index, modules, lab)
+    read = _read_findings if len(source) > REMEMBERED_CELL_CHARS else _remembered_findings
+    return read(source, index, modules, lab)
 
 
 class GuardedExecute(KernelRun, OutputReceiver, Execute):

@@ -91,20 +91,18 @@ class ByteBudget:
         self.limit, self.spent, self.stop, self.failure = limit, 0, stop, ""
 
     def charge(self, frames: list[bytes]) -> None:
+        """Count ``frames``; past the limit, record why, stop the kernel and raise SentTooMuch."""
         self.spent += sum(len(frame) for frame in frames)
         if self.spent > self.limit:
-            raise SentTooMuch(f"the kernel sent more than {self.limit >> 20} MiB of messages")
-
-    def fail(self, problem: SentTooMuch) -> None:
-        """The budget is spent: record why, and stop the kernel."""
-        self.failure = self.failure or str(problem)
-        if self.stop is not None:
-            self.stop()
+            self.failure = self.failure or f"the kernel sent more than {self.limit >> 20} MiB of messages"
+            if self.stop is not None:
+                self.stop()
+            raise SentTooMuch(self.failure)
 
 
 class ChargedChannel(SlicedPollChannel):
     """A sliced-poll channel that charges each message to its client's :class:`ByteBudget` before decoding it,
-    and stops the kernel when a message is over the budget (:meth:`ByteBudget.fail`)."""
+    and so stops the kernel when a message is over the budget."""
 
     budget: ByteBudget | None = None
 
@@ -112,11 +110,7 @@ class ChargedChannel(SlicedPollChannel):
         assert self.socket is not None
         frames = await self.socket.recv_multipart(**kwargs)
         if self.budget is not None:
-            try:
-                self.budget.charge(frames)
-            except SentTooMuch as spent:
-                self.budget.fail(spent)
-                raise
+            self.budget.charge(frames)
         _, message = self.session.feed_identities(frames)
         return self.session.deserialize(message)
 

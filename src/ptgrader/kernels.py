@@ -456,8 +456,7 @@ class IsolatedKernelManager(RepollingKernelManager):
         """
         if self.kernel_pidfd < 0:
             return True
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self.kernel_pidfd, signal.SIGKILL)
+        self.kill_at_once()
         ready, _, _ = select.select([self.kernel_pidfd], [], [], wait_s)
         if ready:
             self.close_pidfd()
