@@ -522,3 +522,59 @@ def test_a_private_attribute_set_by_a_call_is_seen(monkeypatch: pytest.MonkeyPat
     hooked = contract_of(lambda m: m.register_forward_hook(lambda *a: None).remove() or m(torch.ones(3, 2)),
                          plain, monkeypatch=monkeypatch)
     assert hooked["inputs changed"] == []
+
+
+class _Unguarded(str):
+    """A round's attack: a ``str`` subclass equal to torch's mark, with a ``__dict__`` to keep state in."""
+
+
+def test_state_kept_anywhere_a_callers_object_holds_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """State a call keeps one level down or more (round 18: a list inside a dict, a mark that is a subclass of
+    ``str``) is a change, wherever it is kept: in a container, an object's fields or slots, a closure, a class
+    attribute changed through ``self``, an attribute of a parameter; a structure too large to follow is one too."""
+
+    class Holder:
+        __slots__ = ("items",)
+
+        def __init__(self) -> None:
+            self.items: list[object] = []
+
+    class Keeps(torch.nn.Linear):
+        seen: list[object] = []  # changed through self: shared by every instance
+
+        def __init__(self) -> None:
+            super().__init__(2, 1)
+            self.history = {"inputs": []}
+            self.holder = Holder()
+            self.weight.note = [0]
+            cache: list[object] = []
+            self.remember = cache.append  # a bound method of a list: the list is its __self__
+            self.big = list(range(contract._RECORD_LIMIT + 1))
+
+    def keeping(where: Callable[[Keeps, torch.Tensor], object]) -> Callable[[Keeps], torch.Tensor]:
+        def forward(m: Keeps) -> torch.Tensor:
+            x = torch.ones(3, 2)
+            where(m, x)
+            return m(x)
+        return forward
+
+    places = {
+        "a nested list": lambda m, x: m.history["inputs"].append(x),
+        "a slot": lambda m, x: m.holder.items.append(x),
+        "a class attribute": lambda m, x: m.seen.append(x),
+        "a parameter's attribute": lambda m, x: m.weight.note.append(x),
+        "a bound method's object": lambda m, x: m.remember(x),
+        "a mark that is a subclass of str": lambda m, x: setattr(m.weight, "_dynamo_static_input_type",
+                                                                 _Unguarded("unguarded")),
+    }
+    for place, where in places.items():
+        model = Keeps()
+        del model.big
+        changed = contract_of(keeping(where), model, monkeypatch=monkeypatch)["inputs changed"]
+        assert changed and set(changed) <= {"argument 0 (attributes)", "argument 0 (parameters)"}, place
+    assert contract_of(keeping(lambda m, x: None), Keeps(), monkeypatch=monkeypatch)["inputs changed"] == [
+        "argument 0 (attributes)"], "a structure too large to follow counts as changed"
+    unchanged = Keeps()
+    del unchanged.big
+    unchanged.history["inputs"].append(unchanged.history)  # a cycle ends
+    assert contract_of(keeping(lambda m, x: None), unchanged, monkeypatch=monkeypatch)["inputs changed"] == []

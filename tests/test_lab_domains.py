@@ -99,3 +99,48 @@ def test_the_parser_reads_a_domain_paragraph_and_a_declaration() -> None:
     hidden = ('d = ptchecks.Domain(seed=1, device=device, dtypes=(torch.float32, torch.int16),\n'
               '    layouts=("permuted",), structures=("tied weight",))\nd.structure("tied weight")\n')
     assert declared_families(hidden) == ({"float32", "int16", "permuted", "tied weight"}, {"tied weight"})
+
+
+def _tolerant(call: ast.Call) -> bool:
+    """The call passes a tolerance: ``rtol=``/``atol=``, or keywords unpacked (``**tol``)."""
+    return any(keyword.arg in (None, "rtol", "atol") for keyword in call.keywords)
+
+
+def untolerant_elsewhere_calls(hidden: str) -> list[str]:
+    """The ``emit_elsewhere`` calls of a function that the same test's ``ptchecks.call`` holds to a tolerance,
+    made without one.
+
+    Why: a caller elsewhere (another default device) changes where tensors are made, not how sums round.
+    Held to the default (``1e-9`` for a Python float) where the part's other calls allow float32's
+    rounding, a right answer that sums in another order lost its part there alone (round 18).
+    """
+    tree = ast.parse(hidden)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    # A test's own wrapper (``def typed_step(...): return accumulation_step(...)``) holds what it calls.
+    wraps = {node.name: {ast.unparse(inner.func) for inner in ast.walk(node) if isinstance(inner, ast.Call)}
+             for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+
+    def function_of(call: ast.Call) -> str:
+        return ast.unparse(call.args[1]) if len(call.args) > 1 else ""
+
+    passed = {function_of(call) for call in calls if ast.unparse(call.func) == "ptchecks.call" and _tolerant(call)}
+    held = passed.union(*(wraps.get(name, set()) for name in passed))
+    return [ast.unparse(call.args[0]) for call in calls
+            if ast.unparse(call.func).endswith("emit_elsewhere") and function_of(call) in held - {""}
+            and not _tolerant(call)]
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_a_caller_elsewhere_is_held_to_the_parts_tolerance(lab: str, part: str, text: str, hidden: str) -> None:
+    assert not untolerant_elsewhere_calls(hidden), (
+        f"{lab} {part}: emit_elsewhere without the tolerance the part's ptchecks.call uses: "
+        f"{untolerant_elsewhere_calls(hidden)}")
+
+
+def test_the_tolerance_rule_finds_an_elsewhere_call_without_one() -> None:
+    hidden = ('def typed(x):\n    return h(x)\n'
+              'ptchecks.call("a", f, x, **tol)\nptchecks.call("b", g, x)\nptchecks.call("c", typed, x, rtol=0.1)\n'
+              'ptchecks.emit_elsewhere("f elsewhere", f, x)\nptchecks.emit_elsewhere("g elsewhere", g, x)\n'
+              'ptchecks.emit_elsewhere("f again", f, x, rtol=1e-5, atol=1e-6)\n'
+              'ptchecks.emit_elsewhere("h elsewhere", h, x)\n')
+    assert untolerant_elsewhere_calls(hidden) == ["'f elsewhere'", "'h elsewhere'"]

@@ -8,6 +8,7 @@ the rules each half applies on its own.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 
@@ -215,7 +216,38 @@ def test_a_passing_check_sends_what_it_saw_numbered_in_order(monkeypatch: pytest
     ptchecks._flush()
     decoded = dict(channel.decode(payload) for batch in shown for payload in channel.payloads(batch))
     assert {name: output.value for name, output in decoded.items()} == {
-        "check_true #1: kept": True, "check_raises #2: bad literal": "ValueError"
+        "check_true #1: kept": True, "check_raises #2: bad literal": "ValueError",
+        "bad literal: what reaches the caller": "a ValueError",
+    }
+
+
+def test_what_reaches_the_caller_is_an_output_whatever_the_check_does_in_the_kernel(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 18: an answer that swallowed the exception lost only the kernel's quarter of its part. What reaches
+    the caller is now sent as an output, compared outside the kernel (a check repeated under one name in a
+    cell, as a visible test and the hidden one may do, sends each outcome under a name of its own)."""
+    shown: list[dict] = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data[ptchecks.OUTPUT_MIME]))
+    monkeypatch.setattr(ptchecks, "_execution_id", lambda: "run-1")
+    monkeypatch.setattr(ptchecks, "_SENT", {})
+
+    def swallowed(text: str) -> None:
+        try:
+            int(text)
+        except ValueError:
+            pass
+
+    for function in (int, swallowed, lambda text: {}[text]):
+        with contextlib.suppress(ptchecks.ExerciseError):
+            ptchecks.check_raises(ValueError, function, "x", name="bad literal")
+    ptchecks._canary_problems()  # its attempts on known-wrong values are no outputs (the snapshot differs here)
+    ptchecks._flush()
+    decoded = dict(channel.decode(payload) for batch in shown for payload in channel.payloads(batch))
+    assert {name: output.value for name, output in decoded.items() if "#" not in name} == {
+        "bad literal: what reaches the caller": "a ValueError",
+        "bad literal: what reaches the caller (2)": "no exception",
+        "bad literal: what reaches the caller (3)": "KeyError, not a ValueError",
     }
 
 

@@ -32,6 +32,7 @@ import base64
 import builtins
 import contextlib
 import json
+import itertools
 import math
 import os
 import sys
@@ -179,18 +180,26 @@ def check_true(condition: object, *, name: str, why: str) -> None:
 def check_raises(
     exception_type: type[BaseException], function: Callable[..., Any], *args: Any, name: str, **kwargs: Any
 ) -> BaseException:
-    """Call ``function(*args, **kwargs)``; pass only if it raises ``exception_type``. Return the exception."""
+    """Call ``function(*args, **kwargs)``; pass only if it raises ``exception_type``. Return the exception.
+
+    What reaches the caller is also sent as an output (``"<name>: what reaches the caller"``), compared
+    outside the kernel with the reference run's: an answer that swallows the exception loses its part
+    there, whatever happened to this check in the kernel.
+    """
+    expected = exception_type.__name__
+    outcome = _unused_name(f"{name}: what reaches the caller")
     try:
         function(*args, **kwargs)
     except exception_type as exc:
+        _send_outcome(outcome, f"a {expected}")
         _observe("check_raises", name, type(exc).__name__)
         verdict(name, f"raises {type(exc).__name__}")
         return exc
     except Exception as exc:  # noqa: BLE001  (any other exception is the wrong answer, reported as such)
-        raise ExerciseError(
-            f"{name}: raised {type(exc).__name__} ({exc}), expected {exception_type.__name__}"
-        ) from None
-    raise ExerciseError(f"{name}: no exception; expected {exception_type.__name__} to propagate to the caller")
+        _send_outcome(outcome, f"{type(exc).__name__}, not a {expected}")
+        raise ExerciseError(f"{name}: raised {type(exc).__name__} ({exc}), expected {expected}") from None
+    _send_outcome(outcome, "no exception")
+    raise ExerciseError(f"{name}: no exception; expected {expected} to propagate to the caller")
 
 
 @_graded
@@ -415,6 +424,7 @@ def _canary_problems() -> list[str]:
     """Known-wrong values the checkers must reject, a known call the counter must see, the snapshot."""
     problems = _SNAPSHOT.differences()
     saved = (LEDGER.passes, list(LEDGER.failures))
+    _IN_CANARIES[:] = [True]
     try:
         wrong_values: list[tuple[str, Callable[[], object]]] = [
             ("check_close", lambda: check_close(torch.zeros(3), torch.ones(3), name="canary")),
@@ -442,7 +452,12 @@ def _canary_problems() -> list[str]:
             problems.append(f"the torch call counter does not work ({type(exc).__name__})")
     finally:
         LEDGER.passes, LEDGER.failures = saved
+        _IN_CANARIES.clear()
     return problems
+
+
+#: Non-empty while the canaries try the checks on known-wrong values: their attempts are no outputs of the cell.
+_IN_CANARIES: list[bool] = []
 
 
 def canaries() -> None:
@@ -499,6 +514,20 @@ def _execution_id() -> str:
 
     parent = getattr(get_ipython(), "parent_header", None) or {}
     return str(parent.get("header", {}).get("msg_id", ""))
+
+
+def _send_outcome(name: str, outcome: str) -> None:
+    """:func:`emit` what a check saw, but for the canaries' attempts on known-wrong values (no output of the cell)."""
+    if not _IN_CANARIES:
+        emit(name, outcome)
+
+
+def _unused_name(name: str) -> str:
+    """``name``, else ``name (2)``, ``name (3)``...: the first not sent yet in this run of the cell (a check
+    repeated under one name, in a visible test and again in the hidden one, sends each outcome)."""
+    execution = _execution_id()
+    return next(candidate for candidate in itertools.chain([name], (f"{name} ({k})" for k in itertools.count(2)))
+                if _SENT.get(candidate) != execution)
 
 
 def _typed(value: Any) -> Any:

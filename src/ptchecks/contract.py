@@ -17,7 +17,7 @@ What :func:`call` observes (the keys of the output it sends):
   ``nan``), version counter, ``requires_grad``, gradient, shape, strides or storage offset; for a
   module, which of its parts: ``parameters``, ``buffers`` (non-persistent ones too), ``training
   flags``, ``hooks`` and plain ``attributes`` (a statistic stored on ``self`` is state kept
-  between calls), as ``argument 0 (training flags)``, and the parameters' ``gradients`` apart from their
+  between calls; recorded by value all the way down, on the module, its class and its tensors: :class:`_Recorder`), as ``argument 0 (training flags)``, and the parameters' ``gradients`` apart from their
   values;
   for a list or dict, its items;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
@@ -38,7 +38,10 @@ What :func:`call` observes (the keys of the output it sends):
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -106,13 +109,109 @@ def _leaves(value: object, path: str) -> Iterator[tuple[str, object]]:
             yield from _leaves(item, f"{path}[{key!r}]")
 
 
-def _tensor_state(tensor: torch.Tensor, *, gradient: bool = True) -> tuple[object, ...]:
+#: How many values :class:`_Recorder` follows inside one argument's attributes. A value kept deeper or wider
+#: than that counts as changed (:class:`_Uncomparable`): state can hide anywhere it is not followed.
+_RECORD_LIMIT = 10_000
+
+
+class _Uncomparable:
+    """A record that equals nothing, itself included: what is too large to follow counts as changed."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    __hash__ = object.__hash__
+
+
+class _Recorder:
+    """A comparable copy of a value and of everything it holds: the state a call could keep in it.
+
+    Why deep: a container recorded by its identity and length misses an item appended one level down
+    (``self.history["inputs"].append(x)``), and an object recorded by identity misses a field changed in
+    it; both keep state between calls on the caller's own objects. So containers are followed item by
+    item, an object's ``vars()`` and slots field by field, a function's closure and defaults (a closure
+    cell is state as much as an attribute), a buffer's bytes; tensors are recorded by their state. An
+    object met twice is recorded the second time by where it was first met, so cycles end. Only a
+    module's children are left to its own record (:func:`_module_state`).
+    """
+
+    def __init__(self, limit: int = _RECORD_LIMIT) -> None:
+        self.left = limit
+        self.met: dict[int, int] = {}
+        self.kept: list[object] = []  # what was met stays alive, so no id is reused while recording
+
+    def __call__(self, value: object) -> object:
+        self.left -= 1
+        if self.left < 0:
+            return _Uncomparable()
+        kind = type(value)
+        if value is None or kind in (bool, int, float, complex, str, bytes):
+            return (type_name(kind), value)
+        if id(value) in self.met:
+            return ("met before", self.met[id(value)])
+        self.met[id(value)] = len(self.met)
+        self.kept.append(value)
+        if isinstance(value, torch.Tensor):
+            return _tensor_state(value, self)
+        if isinstance(value, (torch.nn.Module, type, types.ModuleType)):
+            # a module's state is its own record when it is a child; a class or a Python module is not the caller's
+            return (type_name(kind), id(value))
+        return (type_name(kind), id(value), self._contents(value))
+
+    def _contents(self, value: object) -> object:
+        """What ``value`` holds, beyond its identity."""
+        if isinstance(value, dict):
+            return [(self(key), self(item)) for key, item in value.items()] + [self._fields(value)]
+        if isinstance(value, (set, frozenset)):
+            return sorted((self(item) for item in value), key=repr) + [self._fields(value)]
+        if isinstance(value, (list, tuple, collections.deque)):
+            return [self(item) for item in value] + [self._fields(value)]
+        if isinstance(value, types.FunctionType):
+            cells = [self(cell.cell_contents) if _filled(cell) else "empty" for cell in value.__closure__ or ()]
+            return [id(value.__code__), self(value.__defaults__), self(value.__kwdefaults__), cells,
+                    self._fields(value)]
+        if isinstance(value, (types.MethodType, types.BuiltinMethodType)):  # ``cache.append``: the list is held
+            return [self(getattr(value, "__func__", None)), self(value.__self__)]
+        if isinstance(value, functools.partial):
+            return [self(value.func), self(value.args), self(value.keywords), self._fields(value)]
+        try:
+            held = memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
+        except (TypeError, ValueError):
+            return self._fields(value)
+        return [held, self._fields(value)]
+
+    def _fields(self, value: object) -> object:
+        """An object's own attributes (``vars()``) and slots, by name."""
+        fields = dict(getattr(value, "__dict__", None) or {})
+        for klass in type(value).__mro__:
+            for slot in _slot_names(klass):
+                if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                    fields[slot] = getattr(value, slot)
+        return [(name, self(item)) for name, item in sorted(fields.items(), key=lambda pair: str(pair[0]))]
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not yet assigned
+        return False
+    return True
+
+
+def _slot_names(klass: type) -> tuple[str, ...]:
+    slots = vars(klass).get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gradient: bool = True) -> tuple[object, ...]:
     """What a caller can see of a tensor: its values (none on ``meta``), layout, version and (``gradient``)
-    its ``.grad``, and the names of attributes set on it (an old gradient kept as ``p.saved`` stays in memory),
+    its ``.grad``, and the attributes set on it, by value (an old gradient kept as ``p.saved`` stays in memory),
     but torch's own marks (:data:`TORCH_MARKS`)."""
+    recorder = recorder or _Recorder()
     values = None if tensor.is_meta else tensor.detach().clone()
     grad = _gradient_state(tensor) if gradient else None
-    attributes = tuple(sorted(name for name, value in vars(tensor).items() if not _torch_mark(name, value)))
+    attributes = [(name, recorder(value)) for name, value in sorted(vars(tensor).items())
+                  if not _torch_mark(name, value)]
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
             tensor._version, tensor.requires_grad, grad, attributes)
 
@@ -125,7 +224,8 @@ TORCH_MARKS = {"_dynamo_static_input_type": "unguarded"}
 
 
 def _torch_mark(name: str, value: object) -> bool:
-    return name in TORCH_MARKS and isinstance(value, str) and value == TORCH_MARKS[name]
+    """The exact mark: a ``str`` itself (a subclass of ``str`` equal to it can hold anything in its ``__dict__``)."""
+    return name in TORCH_MARKS and type(value) is str and value == TORCH_MARKS[name]
 
 
 def _gradient_state(tensor: torch.Tensor) -> tuple[object, ...] | None:
@@ -154,24 +254,23 @@ def _module_state(module: torch.nn.Module, *, gradients: bool = True) -> dict[st
 
 
 def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
-    """The attributes a forward pass could set on ``self`` besides parameters, buffers and children.
+    """The attributes a forward pass could set on ``self`` besides parameters, buffers and children, and on
+    its class, by value all the way down (:class:`_Recorder`).
 
     ``nn.Module`` keeps its own bookkeeping in the names every module has (``_parameters``, the
     hook dictionaries, ``training``: checked part by part above); everything else in
     ``vars(module)`` was put there by the module's code, a leading underscore or not (a student's
-    ``self._last`` is state kept between calls as much as ``self.last``). A tensor is recorded by
-    its state, a number or string by value, anything else by identity (a list replaced is seen; a
-    list appended to is seen by its length).
+    ``self._last`` is state kept between calls as much as ``self.last``). A class attribute changed
+    through ``self`` (``self.seen.append(x)`` with ``seen = []`` in the class body) is state too: the
+    attributes of the module's own classes (not torch's), but their special names, are recorded as well.
     """
-    def record(value: object) -> object:
-        if isinstance(value, torch.Tensor):
-            return _tensor_state(value)
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return (type_name(type(value)), value)
-        size = len(value) if isinstance(value, (list, dict, set, tuple)) else None
-        return (type_name(type(value)), id(value), size)
-
-    return [(key, record(value)) for key, value in sorted(vars(module).items()) if key not in _MODULE_BOOKKEEPING]
+    recorder = _Recorder()
+    own = [(key, recorder(value)) for key, value in sorted(vars(module).items()) if key not in _MODULE_BOOKKEEPING]
+    classes = [klass for klass in type(module).__mro__ if not klass.__module__.startswith("torch")
+               and klass is not object]
+    shared = [(f"{klass.__qualname__}.{key}", recorder(value)) for klass in classes
+              for key, value in sorted(vars(klass).items()) if not (key.startswith("__") and key.endswith("__"))]
+    return own + shared
 
 
 _MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
