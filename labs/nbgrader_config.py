@@ -12,7 +12,6 @@ from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
     ClearOutput,
-    DeduplicateIds,
     IgnorePattern,
     LimitOutput,
     OverwriteKernelspec,
@@ -22,7 +21,7 @@ from nbgrader.preprocessors import (
 try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
     from ptgrader.execute import GuardedExecute
     from ptgrader.failsafe import GuardedExporter
-    from ptgrader.repair import PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
+    from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
     from ptgrader.safe_html import clean, markdown_to_safe_html
 except ImportError as missing:
     raise SystemExit(
@@ -45,14 +44,14 @@ c.Autograde.exporter_class = GuardedExporter
 # Names and messages from submissions are logged with their control characters escaped (a notebook name with
 # terminal escape codes cleared the terminal and printed a fake log line).
 c.Application.logging_config = {"formatters": {"console": {"class": "ptgrader.intake.EscapingLogFormatter"}}}
-# nbgrader's own steps, with three repairs: every cell's nbgrader flags (grade, solution, locked, points) are
-# put back from the gradebook before the checksums are checked, cells whose nbgrader metadata was stripped
-# get it back from the release, and a test cell nbgrader cannot place is appended instead of failing the
-# submission.
+# nbgrader's own steps, with four repairs: every cell's nbgrader flags (grade, solution, locked, points) are
+# put back from the gradebook before the checksums are checked, an earlier copy of a lab cell (pasted in
+# Jupyter) becomes an ordinary cell, cells whose nbgrader metadata was stripped get it back from the
+# release, and a test cell nbgrader cannot place is appended instead of failing the submission.
 c.Autograde.sanitize_preprocessors = [
     ClearOutput,
     RestoreCellFlags,
-    DeduplicateIds,
+    DeduplicateCells,
     OverwriteKernelspec,
     RecoverCellMetadata,
     PlaceMissingCells,

@@ -300,6 +300,30 @@ def _solution(release, answers, wrong):  # noqa: ANN001, ANN202
     return lab_tools.build_submission(release, answers)
 
 
+def _pasted_cells(release, answers, wrong):  # noqa: ANN001, ANN202
+    """The solution with lab cells copied and pasted as Jupyter does (metadata and all, a new cell id): the
+    first test cell and the first Markdown cell of the lab pasted below themselves, the first solution cell
+    above itself. nbgrader stopped on it with a KeyError: no marks, "needs review" (round 19)."""
+    nb = lab_tools.build_submission(release, answers)
+
+    def first(wanted: Callable[[dict], bool], cell_type: str) -> int:
+        return next(i for i, cell in enumerate(nb.cells)
+                    if cell.cell_type == cell_type and wanted(lab_tools.nbgrader_meta(cell)))
+
+    def paste(index: int, *, below: bool) -> None:
+        copy_ = copy.deepcopy(nb.cells[index])
+        copy_["id"] = f"pasted-{index}"
+        nb.cells.insert(index + 1 if below else index, copy_)
+
+    # from the last position to the first, so that each index still names its cell
+    places = sorted([(first(lambda m: m.get("grade") and not m.get("solution"), "code"), True),
+                     (first(lambda m: bool(m.get("grade_id")), "markdown"), True),
+                     (first(lambda m: m.get("solution"), "code"), False)], reverse=True)
+    for index, below in places:
+        paste(index, below=below)
+    return nb
+
+
 def _notebook(folder: Path, lab: str) -> Path:
     return folder / f"{lab}.ipynb"
 
@@ -411,6 +435,7 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase(name, _solution, _all(0), "refused", policy=True, arrange=arrange) for name, arrange in refused
     ] + [
         HostileCase("flag_edited_metadata", _flags_edited, _all("full"), "restored_flags", policy=True),
+        HostileCase("pasted_cells", _pasted_cells, _all("full"), "restored_flags", policy=True),
         HostileCase("files_beside_the_notebook", _solution, _all("full"), "files_not_copied", policy=True,
                     arrange=_files_beside_the_notebook),
         HostileCase("malformed_channel_payload", _broken_cell("malformed_channel_payload"), _all("full"), "", False),

@@ -375,3 +375,31 @@ def test_the_run_logs_no_escape_code_and_the_listing_names_every_submission(smal
                       "renamed", "folder-over-data", intake.escaped(ESCAPE_CODES).split()[0], COMMA_ID}
     report = json.loads((course / "autograded" / "fifo" / "small" / lab_tools.REPORT_NAME).read_text())
     assert report["student"] == "fifo"
+
+
+def test_an_earlier_copy_of_a_lab_cell_is_an_ordinary_cell_or_left_out() -> None:
+    """Round 19: a lab cell copied and pasted in Jupyter (metadata and all) stopped nbgrader with a KeyError, no
+    marks and "needs review". The last copy stays the lab's cell, as in nbgrader; an earlier copy of a solution
+    runs as the student's own code, and one of a cell the lab wrote (it would break the code policy) is left
+    out; the report lists both. (tests/hostile.py's ``pasted_cells`` grades such a submission in full.)"""
+    from ptgrader.repair import DeduplicateCells
+
+    def cell(kind: str, grade_id: str, source: str, **flags: bool) -> nbformat.NotebookNode:
+        make = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
+        return make(source, metadata={"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False,
+                                                   "locked": False, **flags}})
+
+    cells = [cell("markdown", "text", "Read me.", locked=True), cell("markdown", "text", "Read me.", locked=True),
+             cell("code", "answer", "x = 1", solution=True), cell("code", "answer", "x = 2", solution=True),
+             nbformat.v4.new_code_cell("y = x"),
+             cell("code", "test_answer", "check(x)", grade=True, locked=True),
+             cell("code", "test_answer", "check(x)", grade=True, locked=True)]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    resources = {"nbgrader": {"student": "s", "assignment": "lab"}}
+    nb, resources = DeduplicateCells().preprocess(nb, resources)
+    assert [(c.source, lab_tools.nbgrader_meta(c).get("grade_id")) for c in nb.cells] == [
+        ("Read me.", "text"), ("x = 1", None), ("x = 2", "answer"), ("y = x", None), ("check(x)", "test_answer")]
+    assert resources["ptgrader"]["restored_flags"] == [
+        "an earlier copy of text, a cell of the lab's: left out",
+        "an earlier copy of answer: graded as an ordinary cell",
+        "an earlier copy of test_answer, a cell of the lab's: left out"]

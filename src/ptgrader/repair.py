@@ -9,6 +9,10 @@ it puts back, and stops on that submission with a ``KeyError``: ``nbgrader autog
   or by position when the notebook still has the release's shape;
 - :class:`PlaceMissingCells` is nbgrader's ``OverwriteCells``, except that a test cell whose
   neighbour is gone too is appended at the end instead of stopping the whole submission;
+- :class:`DeduplicateCells` is nbgrader's ``DeduplicateIds``, except that an earlier copy of a lab cell
+  (copied and pasted in Jupyter, metadata and all) becomes an ordinary cell (a solution) or is left out
+  (a cell the lab wrote), instead of a cell whose empty nbgrader metadata stopped nbgrader's later steps
+  with a ``KeyError``;
 - :class:`RestoreCellFlags` puts back the flags of every cell of the lab (``grade``, ``solution``,
   ``locked``, ``task``, ``points``, ...) from the gradebook, before nbgrader checks the checksums
   (they cover the flags: a test cell marked ``"solution": true`` made nbgrader fail the submission
@@ -26,6 +30,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, Notebook
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.nbgraderformat import SCHEMA_VERSION
+from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
 #: Cell metadata keys that come back with the nbgrader metadata.
@@ -66,6 +71,44 @@ class RecoverCellMetadata(NbGraderPreprocessor):
         if recovered:
             self.log.warning("ptgrader: %s/%s: restored the nbgrader metadata of %d cells", info["student"],
                              info["assignment"], recovered)
+        return nb, resources
+
+
+class DeduplicateCells(NbGraderPreprocessor):
+    """nbgrader's DeduplicateIds (the last copy of a lab cell is the lab's), with the earlier copies dealt with.
+
+    A cell copied and pasted in Jupyter keeps its nbgrader metadata. nbgrader leaves each earlier copy an
+    empty ``nbgrader`` dict, and its later steps (placing the test cells) read a ``grade_id`` from every cell
+    that has one: a pasted cell cost an honest student every mark, and the submission went to review
+    (round 19). Here an earlier copy of a solution cell becomes an ordinary cell (it is the student's code,
+    and runs as such), and an earlier copy of a cell the lab wrote (a test, the set-up, a text) is left out:
+    nbgrader puts the lab's source back into the copy it keeps, and the other, read as the student's code,
+    would break the code policy (a test uses ``ptchecks``). The report lists each copy.
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        seen: set[str] = set()
+        kept: list[NotebookNode] = []
+        copies: list[str] = []
+        for cell in reversed(nb.cells):
+            if not (utils.is_grade(cell) or utils.is_solution(cell) or utils.is_locked(cell)):
+                kept.append(cell)
+                continue
+            grade_id = cell.metadata.nbgrader["grade_id"]
+            if grade_id not in seen:
+                seen.add(grade_id)
+                kept.append(cell)
+            elif utils.is_solution(cell):
+                del cell.metadata["nbgrader"]
+                kept.append(cell)
+                copies.append(f"an earlier copy of {grade_id}: graded as an ordinary cell")
+            else:
+                copies.append(f"an earlier copy of {grade_id}, a cell of the lab's: left out")
+        nb.cells = kept[::-1]
+        if copies:
+            self.log.warning("ptgrader: %s/%s: %s", resources["nbgrader"]["student"],
+                             resources["nbgrader"]["assignment"], "; ".join(copies))
+            resources.setdefault("ptgrader", {}).setdefault("restored_flags", []).extend(reversed(copies))
         return nb, resources
 
 

@@ -77,7 +77,7 @@ _SAID: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("survivors", lambda value: f"a kernel could not be ended: {value}"),
     ("refused", lambda value: f"refused before grading, no marks: {'; '.join(value[:5])}"),
     ("unprocessed", lambda value: f"{NEEDS_REVIEW}, no marks: {value.splitlines()[0][:300]}"),
-    ("restored_flags", lambda value: f"cell flags edited (put back): {'; '.join(value[:5])}"),
+    ("restored_flags", lambda value: f"cell flags edited or lab cells copied (put right): {'; '.join(value[:5])}"),
     ("files_not_copied", lambda value: f"{len(value)} file(s) beside the lab's not kept: {', '.join(value[:5])}"),
 )
 
