@@ -8,9 +8,10 @@ reference's run and a student's the same inputs.
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -34,7 +35,8 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
     x = torch.randn(3, 4)
     contract = contract_of(lambda t: t.t().reshape(2, 6), x, monkeypatch=monkeypatch)
     assert contract == {"returns": "Tensor(float32, cpu)", "inputs changed": [], "aliases": [],
-                        "second call": "same result", "modes changed": [], "global RNG drawn": False}
+                        "state kept by the function": False, "second call": "same result", "modes changed": [],
+                        "global RNG drawn": False}
 
 
 @pytest.mark.parametrize(
@@ -578,3 +580,72 @@ def test_state_kept_anywhere_a_callers_object_holds_is_seen(monkeypatch: pytest.
     del unchanged.big
     unchanged.history["inputs"].append(unchanged.history)  # a cycle ends
     assert contract_of(keeping(lambda m, x: None), unchanged, monkeypatch=monkeypatch)["inputs changed"] == []
+
+
+_KEPT: list[object] = []  # a notebook's global, which a function below keeps its inputs in
+
+
+def _keeps_in_a_global(t: torch.Tensor) -> torch.Tensor:
+    _KEPT.append(t)
+    return t * 2
+
+
+def test_state_kept_outside_the_arguments_and_a_cached_result_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 19: a global list, a memo (``lru_cache``) and a generator kept inputs or memory between calls, and a
+    memo handed the caller the first call's tensor again; the function's closure, defaults and the globals its
+    code names are recorded like an argument's attributes, and a second result that is the first's is seen."""
+    memo = functools.lru_cache(maxsize=None)(lambda t: t * 2)
+
+    def counter() -> Iterator[int]:
+        seen = []
+        while True:
+            seen.append((yield len(seen)))
+
+    calls = counter()
+    next(calls)
+    ticks = itertools.count()
+    for function in (_keeps_in_a_global, lambda t: memo(t).clone(), lambda t: calls.send(t) * 0 + t,
+                     lambda t: next(ticks) * 0 + t):
+        assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
+    assert contract_of(memo, torch.ones(2), monkeypatch=monkeypatch)["second call"] == "the first call's result again"
+    allowed = contract_of(lambda t: t[:1], torch.ones(2), view_allowed=True, monkeypatch=monkeypatch)
+    assert allowed["second call"] == "same result"  # a view of the input each time: not a result kept
+
+
+def test_the_recorder_runs_no_method_of_a_value_s_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 19: a dict whose ``items()`` and a list whose ``__iter__`` showed nothing hid what was appended; a
+    module held in a plain list (not a child) and a helper object's class attribute were recorded by identity."""
+
+    class Quiet(dict):
+        def items(self):  # noqa: ANN202
+            return []
+
+    class Silent(list):
+        def __iter__(self):  # noqa: ANN204
+            return iter(())
+
+    class Store(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept: list[object] = []
+
+    class History:
+        inputs: list[object] = []
+
+    class Keeps(torch.nn.Linear):
+        def __init__(self) -> None:
+            super().__init__(2, 1)
+            self.quiet, self.silent = Quiet(inputs=[]), Silent()
+            self.stores, self.history = [Store()], History()
+
+    places = {"a dict subclass": lambda m, x: m.quiet["inputs"].append(x),
+              "a list subclass": lambda m, x: m.silent.append(x),
+              "a module in a list": lambda m, x: m.stores[0].kept.append(x),
+              "a helper's class attribute": lambda m, x: m.history.inputs.append(x)}
+    for place, where in places.items():
+        def forward(m: Keeps, where: Callable[[Keeps, torch.Tensor], object] = where) -> torch.Tensor:
+            x = torch.ones(3, 2)
+            where(m, x)
+            return m(x)
+        assert contract_of(forward, Keeps(), monkeypatch=monkeypatch)["inputs changed"] == [
+            "argument 0 (attributes)"], place

@@ -216,7 +216,7 @@ def test_a_passing_check_sends_what_it_saw_numbered_in_order(monkeypatch: pytest
     ptchecks._flush()
     decoded = dict(channel.decode(payload) for batch in shown for payload in channel.payloads(batch))
     assert {name: output.value for name, output in decoded.items()} == {
-        "check_true #1: kept": True, "check_raises #2: bad literal": "ValueError",
+        "check_true #1: kept": True, "check_raises #2: bad literal": "builtins.ValueError",
         "bad literal: what reaches the caller": "a ValueError",
     }
 

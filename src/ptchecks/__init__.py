@@ -192,7 +192,7 @@ def check_raises(
         function(*args, **kwargs)
     except exception_type as exc:
         _send_outcome(outcome, f"a {expected}")
-        _observe("check_raises", name, type(exc).__name__)
+        _observe("check_raises", name, contract.type_name(type(exc)))  # a class renamed KeyError is not KeyError
         verdict(name, f"raises {type(exc).__name__}")
         return exc
     except Exception as exc:  # noqa: BLE001  (any other exception is the wrong answer, reported as such)

@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
+import gc
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -126,13 +127,19 @@ class _Uncomparable:
 class _Recorder:
     """A comparable copy of a value and of everything it holds: the state a call could keep in it.
 
-    Why deep: a container recorded by its identity and length misses an item appended one level down
-    (``self.history["inputs"].append(x)``), and an object recorded by identity misses a field changed in
-    it; both keep state between calls on the caller's own objects. So containers are followed item by
-    item, an object's ``vars()`` and slots field by field, a function's closure and defaults (a closure
-    cell is state as much as an attribute), a buffer's bytes; tensors are recorded by their state. An
-    object met twice is recorded the second time by where it was first met, so cycles end. Only a
-    module's children are left to its own record (:func:`_module_state`).
+    Why deep, and why this way: state kept between calls hid one level down (a list in a dict), in a
+    helper object's class, in a generator's frame, in an ``lru_cache``, in a module held in a plain list,
+    behind a container subclass whose ``items()`` or ``__iter__`` showed nothing (rounds 18 and 19). So
+    every value is followed without running any of its own code: containers through their base type's
+    C methods (``dict.items(value)``, not ``value.items()``), an object's ``__dict__`` and slots through
+    ``object``'s and the slots' descriptors, its class's attributes when the class is the notebook's, a
+    function's closure, defaults and the globals its code names, a buffer's bytes, and what any other
+    object holds as the garbage collector sees it (``gc.get_referents``: a generator's locals, a cache's
+    dict), with a C type's own ``repr`` (an ``itertools.count``'s next value). Tensors are recorded by
+    their state, a ``torch.Generator`` by its state; torch's other objects (compiled code, caches) and
+    Python modules by identity: their insides are torch's, not the caller's. An object met twice is
+    recorded the second time by where it was first met, so cycles end; past :data:`_RECORD_LIMIT` values
+    the record equals nothing (:class:`_Uncomparable`).
     """
 
     def __init__(self, limit: int = _RECORD_LIMIT) -> None:
@@ -153,41 +160,97 @@ class _Recorder:
         self.kept.append(value)
         if isinstance(value, torch.Tensor):
             return _tensor_state(value, self)
-        if isinstance(value, (torch.nn.Module, type, types.ModuleType)):
-            # a module's state is its own record when it is a child; a class or a Python module is not the caller's
+        if isinstance(value, torch.Generator):
+            return (type_name(kind), id(value), bytes(value.get_state().numpy()) if value.device.type == "cpu" else None)
+        if isinstance(value, type):
+            return (type_name(kind), id(value), self._class_fields(value))
+        if _opaque(value):
             return (type_name(kind), id(value))
-        return (type_name(kind), id(value), self._contents(value))
+        return (type_name(kind), id(value), self._contents(value), self._fields(value))
 
     def _contents(self, value: object) -> object:
-        """What ``value`` holds, beyond its identity."""
+        """What ``value`` holds as its base type holds it, read without any method of its own class."""
         if isinstance(value, dict):
-            return [(self(key), self(item)) for key, item in value.items()] + [self._fields(value)]
+            return [(self(key), self(item)) for key, item in dict.items(value)]
         if isinstance(value, (set, frozenset)):
-            return sorted((self(item) for item in value), key=repr) + [self._fields(value)]
-        if isinstance(value, (list, tuple, collections.deque)):
-            return [self(item) for item in value] + [self._fields(value)]
+            return sorted((self(item) for item in (set.__iter__ if isinstance(value, set) else frozenset.__iter__)(value)),
+                          key=repr)
+        for base in (list, tuple, collections.deque):
+            if isinstance(value, base):
+                return [self(item) for item in base.__iter__(value)]
         if isinstance(value, types.FunctionType):
             cells = [self(cell.cell_contents) if _filled(cell) else "empty" for cell in value.__closure__ or ()]
             return [id(value.__code__), self(value.__defaults__), self(value.__kwdefaults__), cells,
-                    self._fields(value)]
-        if isinstance(value, (types.MethodType, types.BuiltinMethodType)):  # ``cache.append``: the list is held
-            return [self(getattr(value, "__func__", None)), self(value.__self__)]
-        if isinstance(value, functools.partial):
-            return [self(value.func), self(value.args), self(value.keywords), self._fields(value)]
+                    [(name, self(value.__globals__[name])) for name in _named_globals(value)]]
         try:
-            held = memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
+            return memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
         except (TypeError, ValueError):
-            return self._fields(value)
-        return [held, self._fields(value)]
+            pass
+        own = _own_dict(value)  # recorded by _fields, by name
+        return [_c_repr(value), [self(item) for item in gc.get_referents(value) if item is not own]]
 
     def _fields(self, value: object) -> object:
-        """An object's own attributes (``vars()``) and slots, by name."""
-        fields = dict(getattr(value, "__dict__", None) or {})
+        """An object's own attributes (``__dict__``) and slots, by name, and its class's when the class is the
+        notebook's (a list in the class body changed through ``self``)."""
+        fields = dict(_own_dict(value) or {})
         for klass in type(value).__mro__:
             for slot in _slot_names(klass):
-                if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
-                    fields[slot] = getattr(value, slot)
-        return [(name, self(item)) for name, item in sorted(fields.items(), key=lambda pair: str(pair[0]))]
+                member = vars(klass).get(slot)
+                if slot not in ("__dict__", "__weakref__") and isinstance(member, types.MemberDescriptorType):
+                    try:
+                        fields[slot] = member.__get__(value, klass)
+                    except AttributeError:  # a slot never assigned
+                        continue
+        own = [(str(name), self(item)) for name, item in sorted(fields.items(), key=lambda pair: str(pair[0]))]
+        return own + [(type_name(klass), self._class_fields(klass)) for klass in type(value).__mro__
+                      if _notebooks(klass)]
+
+    def _class_fields(self, klass: type) -> object:
+        """A notebook class's attributes but its special names (torch's and Python's classes: by identity)."""
+        if not _notebooks(klass):
+            return None
+        return [(key, self(item)) for key, item in sorted(vars(klass).items())
+                if not (key.startswith("__") and key.endswith("__"))]
+
+
+def _notebooks(klass: type) -> bool:
+    """A class defined in the notebook (or any module but torch's and Python's own)."""
+    module = getattr(klass, "__module__", "") or ""
+    return bool(klass.__flags__ & _HEAP_TYPE) and not module.startswith(("torch", "builtins", "typing")) \
+        and module.split(".")[0] not in sys.stdlib_module_names
+
+
+#: ``Py_TPFLAGS_HEAPTYPE``: a class made by a ``class`` statement (or ``type()``), not one written in C.
+_HEAP_TYPE = 1 << 9
+
+
+def _opaque(value: object) -> bool:
+    """Recorded by identity: a Python module, code, or one of torch's own objects (tensors, generators and
+    modules are recorded before this is asked, and a module by its contents: it may be the notebook's)."""
+    if isinstance(value, (types.ModuleType, types.CodeType)):
+        return True
+    return not isinstance(value, torch.nn.Module) and (getattr(type(value), "__module__", "") or "").startswith("torch")
+
+
+def _own_dict(value: object) -> dict | None:
+    """``value.__dict__`` read through ``object`` (no ``__getattr__`` of the value's class runs), or None."""
+    try:
+        found = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _named_globals(function: types.FunctionType) -> list[str]:
+    """The globals a function's code (nested functions' included) names, Python modules left out."""
+    names: set[str] = set()
+    codes = [function.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+    found = function.__globals__
+    return sorted(name for name in names if name in found and not isinstance(found[name], types.ModuleType))
 
 
 def _filled(cell: types.CellType) -> bool:
@@ -201,6 +264,16 @@ def _filled(cell: types.CellType) -> bool:
 def _slot_names(klass: type) -> tuple[str, ...]:
     slots = vars(klass).get("__slots__", ())
     return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _c_repr(value: object) -> str | None:
+    """The ``repr`` of the first class written in C in the value's classes, when that class has one of its own
+    (``count(3)``), never a notebook class's ``__repr__``."""
+    for klass in type(value).__mro__:
+        if not klass.__flags__ & _HEAP_TYPE:
+            method = vars(klass).get("__repr__")
+            return method(value) if method is not None and klass is not object else None
+    return None
 
 
 def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gradient: bool = True) -> tuple[object, ...]:
@@ -433,6 +506,24 @@ def _aliases(result: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
     return sorted(set(found))
 
 
+def _handed_back(first: object, second: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the second call's result is, or shares memory with, the first's (not through an input): a
+    cached result, which a caller who changes the first in place changes in the second too."""
+    arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
+    inputs = {_storage(leaf) for name, value in arguments.items() for _, leaf in _leaves(value, name)} - {None}
+    earlier = {id(leaf) for _, leaf in _leaves(first, "result") if isinstance(leaf, (list, dict, torch.Tensor))}
+    memory = {_storage(leaf) for _, leaf in _leaves(first, "result")} - {None} - inputs
+    return any(id(leaf) in earlier or _storage(leaf) in memory for _, leaf in _leaves(second, "result")
+               if isinstance(leaf, (list, dict, torch.Tensor)))
+
+
+def _storage(value: object) -> int | None:
+    """Where a tensor's memory starts (None for anything else, a meta tensor or an empty storage)."""
+    if not isinstance(value, torch.Tensor) or value.is_meta or not value.untyped_storage().nbytes():
+        return None
+    return value.untyped_storage().data_ptr()
+
+
 def _rng_state() -> list[torch.Tensor]:
     states = [torch.get_rng_state()]
     if torch.cuda.is_available():
@@ -500,17 +591,22 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     left_changed = _changed(_QUIET_AT_IMPORT, _quiet_settings())
     put_back_quiet_settings()
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
+    kept = _Recorder()(function)
     first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first, rng_first = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
+    kept_after = _Recorder()(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
         second = function(*args, **kwargs)
         after_unusual = _modes()
+    again = _handed_back(first, second, args, kwargs)
     contract: dict[str, object] = {
         "returns": type_tree(shown),
         "inputs changed": _changed(records, after_first),
-        "second call": "same result" if _same(first, second, rounding=True) else "a different result",
+        "state kept by the function": not _same(kept, kept_after),
+        "second call": ("the first call's result again" if again else
+                        "same result" if _same(first, second, rounding=True) else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual) + left_changed)),
         "global RNG drawn": not _same(rng, rng_first),
     }
