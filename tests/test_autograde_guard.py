@@ -1122,15 +1122,19 @@ def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
 def test_the_test_cells_python_made_by_the_grader_is_what_the_kernel_would_make() -> None:
     """The grader turns each test cell into Python once (contract.python_codes), for every kernel of the class;
     it must be what the kernel's own shell makes of it, for every test cell of every lab."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
     sources = {f"{lab}:{grade_id}": cell.source for lab in lab_tools.lab_names()
                for path in lab_tools.source_notebooks(lab)
                for grade_id, cell in lab_tools.graded_cells(nbformat.read(path, as_version=4)).items()}
     codes = contract.python_codes(sources)
     assert sorted(codes) == sorted(sources)
-    assert all(codes[key] == shell.transform_cell(source) for key, source in sources.items())
+    # A shell of its own process: one made here would install its transformers in this worker's IPython,
+    # which ptchecks' canaries in a later test then find changed.
+    kernel_side = subprocess.run(
+        [sys.executable, "-c", "import json, sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+         "shell = InteractiveShell.instance()\nsources = json.load(sys.stdin)\n"
+         "print(json.dumps({key: shell.transform_cell(source) for key, source in sources.items()}))"],
+        input=json.dumps(sources), capture_output=True, text=True, timeout=120, check=True)
+    assert codes == json.loads(kernel_side.stdout)
     # a one-line cell is left to the kernel's prefilters; Python that does not compile fails there, as before
     assert contract.python_codes({"one": "%time x = 1", "bad": "def (:\n  pass\n"}) == {"bad": "def (:\n  pass\n"}
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dis
 import gc
 import sys
 import types
@@ -137,9 +138,11 @@ class _Recorder:
     object holds as the garbage collector sees it (``gc.get_referents``: a generator's locals, a cache's
     dict), with a C type's own ``repr`` (an ``itertools.count``'s next value). Tensors are recorded by
     their state, a ``torch.Generator`` by its state; torch's other objects (compiled code, caches) and
-    Python modules by identity: their insides are torch's, not the caller's. An object met twice is
-    recorded the second time by where it was first met, so cycles end; past :data:`_RECORD_LIMIT` values
-    the record equals nothing (:class:`_Uncomparable`).
+    Python modules by their type alone: their insides are torch's, not the caller's. A record holds no
+    ``id()``: an object replaced by an equal one is no change, and an address reused by a new object
+    after the old one was freed (which made the reference's run and a student's disagree) decides
+    nothing. An object met twice is recorded the second time by where it was first met, so cycles end;
+    past :data:`_RECORD_LIMIT` values the record equals nothing (:class:`_Uncomparable`).
     """
 
     def __init__(self, limit: int = _RECORD_LIMIT) -> None:
@@ -161,12 +164,12 @@ class _Recorder:
         if isinstance(value, torch.Tensor):
             return _tensor_state(value, self)
         if isinstance(value, torch.Generator):
-            return (type_name(kind), id(value), bytes(value.get_state().numpy()) if value.device.type == "cpu" else None)
+            return (type_name(kind), bytes(value.get_state().numpy()) if value.device.type == "cpu" else None)
         if isinstance(value, type):
-            return (type_name(kind), id(value), self._class_fields(value))
+            return (type_name(kind), value.__qualname__, self._class_fields(value))
         if _opaque(value):
-            return (type_name(kind), id(value))
-        return (type_name(kind), id(value), self._contents(value), self._fields(value))
+            return (type_name(kind),)
+        return (type_name(kind), self._contents(value), self._fields(value))
 
     def _contents(self, value: object) -> object:
         """What ``value`` holds as its base type holds it, read without any method of its own class."""
@@ -180,7 +183,7 @@ class _Recorder:
                 return [self(item) for item in base.__iter__(value)]
         if isinstance(value, types.FunctionType):
             cells = [self(cell.cell_contents) if _filled(cell) else "empty" for cell in value.__closure__ or ()]
-            return [id(value.__code__), self(value.__defaults__), self(value.__kwdefaults__), cells,
+            return [_code_text(value.__code__), self(value.__defaults__), self(value.__kwdefaults__), cells,
                     [(name, self(value.__globals__[name])) for name in _named_globals(value)]]
         try:
             return memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
@@ -206,7 +209,7 @@ class _Recorder:
                       if _notebooks(klass)]
 
     def _class_fields(self, klass: type) -> object:
-        """A notebook class's attributes but its special names (torch's and Python's classes: by identity)."""
+        """A notebook class's attributes but its special names (torch's and Python's classes: None)."""
         if not _notebooks(klass):
             return None
         return [(key, self(item)) for key, item in sorted(vars(klass).items())
@@ -225,7 +228,7 @@ _HEAP_TYPE = 1 << 9
 
 
 def _opaque(value: object) -> bool:
-    """Recorded by identity: a Python module, code, or one of torch's own objects (tensors, generators and
+    """Recorded by type alone: a Python module, code, or one of torch's own objects (tensors, generators and
     modules are recorded before this is asked, and a module by its contents: it may be the notebook's)."""
     if isinstance(value, (types.ModuleType, types.CodeType)):
         return True
@@ -242,12 +245,17 @@ def _own_dict(value: object) -> dict | None:
 
 
 def _named_globals(function: types.FunctionType) -> list[str]:
-    """The globals a function's code (nested functions' included) names, Python modules left out."""
+    """The globals a function's code (nested functions' included) reads or writes, Python modules left out.
+
+    Read from the bytecode (``LOAD_GLOBAL``, ``STORE_GLOBAL``): ``co_names`` also holds every attribute name
+    (``model.head``), and a notebook global that happens to share one (a test's own ``head``) is not state
+    of the function's.
+    """
     names: set[str] = set()
     codes = [function.__code__]
     while codes:
         code = codes.pop()
-        names.update(code.co_names)
+        names.update(op.argval for op in dis.get_instructions(code) if op.opname in _GLOBAL_OPS)
         codes.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
     found = function.__globals__
     return sorted(name for name in names if name in found and not isinstance(found[name], types.ModuleType))
@@ -264,6 +272,16 @@ def _filled(cell: types.CellType) -> bool:
 def _slot_names(klass: type) -> tuple[str, ...]:
     slots = vars(klass).get("__slots__", ())
     return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+def _code_text(code: types.CodeType) -> tuple[object, ...]:
+    """A function's code by what it is (its bytecode and names), never by its address: a record holds no ``id``,
+    which an object made after another one was freed may reuse."""
+    return (code.co_qualname, code.co_code, code.co_names, code.co_varnames)
+
+
+#: The instructions that read or write a function's globals.
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
 def _c_repr(value: object) -> str | None:
