@@ -649,3 +649,43 @@ def test_the_recorder_runs_no_method_of_a_value_s_class(monkeypatch: pytest.Monk
             return m(x)
         assert contract_of(forward, Keeps(), monkeypatch=monkeypatch)["inputs changed"] == [
             "argument 0 (attributes)"], place
+
+
+def test_state_in_torch_objects_iterators_hooks_and_second_calls_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 20: state kept in a torch optimizer's ``state`` or a dataset (torch's objects were recorded by their
+    type), in a hook on a global tensor, in an iterator's position, or only when called from the unusual
+    caller; and the first result's memory handed back from another start (``from_numpy`` of a slice)."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+    store = torch.utils.data.ConcatDataset([[0]])
+    anchor = torch.zeros(1, requires_grad=True)
+    position = iter(range(100))
+
+    def hooked(t: torch.Tensor) -> torch.Tensor:
+        anchor.register_hook(lambda g, kept=t: g)
+        return t * 2
+
+    def only_without_grad(t: torch.Tensor) -> torch.Tensor:
+        if not torch.is_grad_enabled():
+            _KEPT.append(t)
+        return t * 2
+
+    for function in (lambda t: optimizer.state.setdefault("kept", []).append(t) or t * 2,
+                     lambda t: store.datasets.append(t) or t * 2, hooked,
+                     lambda t: next(position) * 0 + t, only_without_grad):
+        assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
+    base = torch.arange(5.0)
+    calls = iter([torch.from_numpy(base.numpy()[1:]), base[1:]])  # the same bytes from two starts
+    assert contract_of(lambda t: next(calls), torch.ones(2), monkeypatch=monkeypatch)["second call"] == (
+        "the first call's result again")
+
+
+def test_torch_compile_s_own_bookkeeping_is_not_state_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.compile's wrapper names torch's compile counters and timings, which change as it compiles, whoever
+    calls; a server compiled on its first call keeps no state of its own (round 20's lead)."""
+    def backend(graph_module, example_inputs):  # noqa: ANN001, ANN202
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    server = torch.compile(lambda t: t * 2, backend=backend, dynamic=True)
+    assert not contract_of(server, torch.ones(3), monkeypatch=monkeypatch)["state kept by the function"]
+    torch._dynamo.reset()
