@@ -377,29 +377,39 @@ def test_the_run_logs_no_escape_code_and_the_listing_names_every_submission(smal
     assert report["student"] == "fifo"
 
 
-def test_an_earlier_copy_of_a_lab_cell_is_an_ordinary_cell_or_left_out() -> None:
+def test_a_copy_of_a_lab_cell_is_an_ordinary_cell_or_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Round 19: a lab cell copied and pasted in Jupyter (metadata and all) stopped nbgrader with a KeyError, no
-    marks and "needs review". The last copy stays the lab's cell, as in nbgrader; an earlier copy of a solution
-    runs as the student's own code, and one of a cell the lab wrote (it would break the code policy) is left
-    out; the report lists both. (tests/hostile.py's ``pasted_cells`` grades such a submission in full.)"""
-    from ptgrader.repair import DeduplicateCells
+    marks and "needs review". Of a solution's copies the last stays the lab's, as in nbgrader, and the others
+    run as the student's own code; of a cell the lab wrote, the copy with the release's cell id stays where it
+    is (round 21: keeping the last let a pasted copy move the lab's set-up below student code), and the others
+    are left out; the report names each by its place. (tests/hostile.py's ``pasted_cells`` grades one in full.)"""
+    from ptgrader import repair
 
-    def cell(kind: str, grade_id: str, source: str, **flags: bool) -> nbformat.NotebookNode:
+    def cell(kind: str, grade_id: str, source: str, cell_id: str, **flags: bool) -> nbformat.NotebookNode:
         make = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
-        return make(source, metadata={"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False,
+        made = make(source, metadata={"nbgrader": {"grade_id": grade_id, "grade": False, "solution": False,
                                                    "locked": False, **flags}})
+        made["id"] = cell_id
+        return made
 
-    cells = [cell("markdown", "text", "Read me.", locked=True), cell("markdown", "text", "Read me.", locked=True),
-             cell("code", "answer", "x = 1", solution=True), cell("code", "answer", "x = 2", solution=True),
+    release = [cell("code", "setup", "import torch", "lab-setup", locked=True)]
+    monkeypatch.setattr(repair, "_release_cells", lambda config, resources: release)
+    cells = [cell("code", "setup", "import torch", "lab-setup", locked=True),
+             cell("markdown", "text", "Read me.", "t1", locked=True), cell("markdown", "text", "Read me.", "t2",
+                                                                            locked=True),
+             cell("code", "answer", "x = 1", "a1", solution=True), cell("code", "answer", "x = 2", "a2", solution=True),
              nbformat.v4.new_code_cell("y = x"),
-             cell("code", "test_answer", "check(x)", grade=True, locked=True),
-             cell("code", "test_answer", "check(x)", grade=True, locked=True)]
+             cell("code", "setup", "import torch", "pasted", locked=True),
+             cell("code", "test_answer", "check(x)", "c1", grade=True, locked=True),
+             cell("code", "test_answer", "check(x)", "c2", grade=True, locked=True)]
     nb = nbformat.v4.new_notebook(cells=cells)
-    resources = {"nbgrader": {"student": "s", "assignment": "lab"}}
-    nb, resources = DeduplicateCells().preprocess(nb, resources)
-    assert [(c.source, lab_tools.nbgrader_meta(c).get("grade_id")) for c in nb.cells] == [
-        ("Read me.", "text"), ("x = 1", None), ("x = 2", "answer"), ("y = x", None), ("check(x)", "test_answer")]
+    resources = {"nbgrader": {"student": "s", "assignment": "lab", "notebook": "lab"}}
+    nb, resources = repair.DeduplicateCells().preprocess(nb, resources)
+    assert [(c.get("id"), lab_tools.nbgrader_meta(c).get("grade_id")) for c in nb.cells] == [
+        ("lab-setup", "setup"), ("t2", "text"), ("a1", None), ("a2", "answer"), (nb.cells[4].get("id"), None),
+        ("c2", "test_answer")]
     assert resources["ptgrader"]["restored_flags"] == [
-        "an earlier copy of text, a cell of the lab's: left out",
-        "an earlier copy of answer: graded as an ordinary cell",
-        "an earlier copy of test_answer, a cell of the lab's: left out"]
+        "cell 2, a copy of text, a cell of the lab's: left out",
+        "cell 4, a copy of answer: graded as an ordinary cell",
+        "cell 7, a copy of setup, a cell of the lab's: left out",
+        "cell 8, a copy of test_answer, a cell of the lab's: left out"]

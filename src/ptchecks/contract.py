@@ -195,7 +195,8 @@ class _Recorder:
         except (TypeError, ValueError):
             pass
         own = _own_dict(value)  # recorded by _fields, by name
-        return [self(_c_reduce(value)), [self(item) for item in gc.get_referents(value) if item is not own]]
+        return [self(_c_reduce(value)), self(_held_in_cpp(value)),
+                [self(item) for item in gc.get_referents(value) if item is not own]]
 
     def _fields(self, value: object) -> object:
         """An object's own attributes (``__dict__``) and slots, by name, and its class's when the class is the
@@ -298,6 +299,24 @@ def _code_text(code: types.CodeType) -> tuple[object, ...]:
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
+def _held_in_cpp(value: object) -> object:
+    """What torch keeps in C++ for the objects a call could keep state in, which neither the garbage collector
+    nor ``__reduce__`` shows (round 21): a storage's bytes (past a megabyte: changed, as too large to follow),
+    a future's result once it has one. None for anything else."""
+    if isinstance(value, (torch.UntypedStorage, torch.TypedStorage)):
+        storage = value.untyped_storage() if isinstance(value, torch.TypedStorage) else value
+        if storage.device.type == "meta":
+            return storage.nbytes()
+        return bytes(storage.cpu()) if storage.nbytes() <= _STORAGE_LIMIT else _Uncomparable()
+    if isinstance(value, torch.futures.Future):
+        return ("done", value.value()) if value.done() else "pending"
+    return None
+
+
+#: The most bytes of a storage a record copies.
+_STORAGE_LIMIT = 1 << 20
+
+
 def _c_reduce(value: object) -> object:
     """What the first class written in C among the value's classes says it is made of (its own ``__reduce__``:
     a ``range`` iterator's position, a ``count``'s next value, a ``repeat``'s object), never through a
@@ -321,6 +340,10 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     but torch's own marks (:data:`TORCH_MARKS`)."""
     recorder = recorder or _Recorder()
     values = None if tensor.is_meta else tensor.detach().clone()
+    # a view's storage beyond the view (written through .data, which no version counter sees), and what a
+    # graph node keeps in its metadata: state a call could keep there (round 21)
+    beyond = recorder(tensor.untyped_storage()) if _covers_less(tensor) else None
+    node = recorder(dict(tensor.grad_fn.metadata)) if tensor.grad_fn is not None else None
     grad = _gradient_state(tensor) if gradient else None
     attributes = [(name, recorder(value)) for name, value in sorted(vars(tensor).items())
                   if not _torch_mark(name, value)]
@@ -329,7 +352,7 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     held = [recorder(getattr(tensor, name, None)) for name in ("_backward_hooks", "_post_accumulate_grad_hooks")
             ] if hooks else None
     return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-            tensor._version, tensor.requires_grad, grad, attributes, held)
+            tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node)
 
 
 #: The marks torch itself sets on a tensor it works with, by name and value: ``torch.cond``, run eagerly, marks
@@ -337,6 +360,11 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
 #: pass unseen: a name of the same family holding anything else (a tensor kept between calls) is an attribute
 #: like any other.
 TORCH_MARKS = {"_dynamo_static_input_type": "unguarded"}
+
+
+def _covers_less(tensor: torch.Tensor) -> bool:
+    """A tensor (not on ``meta``) that covers less than its storage: a view, or a slice of a larger block."""
+    return not tensor.is_meta and tensor.untyped_storage().nbytes() > tensor.numel() * tensor.element_size()
 
 
 def _torch_mark(name: str, value: object) -> bool:
@@ -360,13 +388,60 @@ def _module_state(module: torch.nn.Module, *, gradients: bool = True) -> dict[st
     what they hold after the call.
     """
     return {
-        "parameters": [(name, _tensor_state(t, gradient=False, hooks=False)) for name, t in module.named_parameters()],
-        **({"gradients": [(name, _gradient_state(t)) for name, t in module.named_parameters()]} if gradients else {}),
-        "buffers": [(name, _tensor_state(t)) for name, t in module.named_buffers()],
-        "training flags": [(name, sub.training) for name, sub in module.named_modules()],
+        "parameters": [(name, _tensor_state(t, gradient=False, hooks=False)) for name, t in _members(module, PARAMETERS)],
+        **({"gradients": [(name, _gradient_state(t)) for name, t in _members(module, PARAMETERS)]} if gradients else {}),
+        "buffers": [(name, _tensor_state(t)) for name, t in _members(module, BUFFERS)],
+        "training flags": [(name, _flag(sub)) for name, sub in _submodules(module)],
         "hooks": _hook_count(module),
-        "attributes": [(name, _plain_attributes(sub)) for name, sub in module.named_modules(remove_duplicate=False)],
+        "attributes": [(name, _plain_attributes(sub)) for name, sub in _submodules(module, remove_duplicate=False)],
     }
+
+
+#: Where ``nn.Module`` keeps its parameters and its buffers.
+PARAMETERS, BUFFERS = "_parameters", "_buffers"
+
+
+def _internal(module: torch.nn.Module, name: str) -> dict:
+    """One of ``nn.Module``'s own dicts (``_modules``, ``_parameters``, a hook dict), read from the instance's
+    ``__dict__``: none of the module's methods runs (round 21: a class whose ``named_buffers()`` left a buffer
+    out hid the state it kept there)."""
+    found = (_own_dict(module) or {}).get(name)
+    return found if isinstance(found, dict) else {}
+
+
+def _flag(module: torch.nn.Module) -> object:
+    """The ``training`` flag, read as :func:`_internal` reads."""
+    return (_own_dict(module) or {}).get("training")
+
+
+def _submodules(module: torch.nn.Module, *, remove_duplicate: bool = True) -> list[tuple[str, torch.nn.Module]]:
+    """``named_modules()`` as ``nn.Module`` defines it, walked through :func:`_internal`."""
+    seen: set[int] = set()
+    found: list[tuple[str, torch.nn.Module]] = []
+    pending = [("", module)]
+    while pending:
+        prefix, sub = pending.pop()
+        if remove_duplicate and id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        found.append((prefix, sub))
+        children = [(f"{prefix}.{name}" if prefix else name, child)
+                    for name, child in dict.items(_internal(sub, "_modules")) if isinstance(child, torch.nn.Module)]
+        pending.extend(reversed(children))
+    return found
+
+
+def _members(module: torch.nn.Module, kind: str) -> list[tuple[str, torch.Tensor]]:
+    """``named_parameters()`` (``kind`` :data:`PARAMETERS`) or ``named_buffers()`` (:data:`BUFFERS`) as
+    ``nn.Module`` defines them (each tensor once, under its first name), walked through :func:`_internal`."""
+    seen: set[int] = set()
+    found = []
+    for prefix, sub in _submodules(module):
+        for name, tensor in dict.items(_internal(sub, kind)):
+            if isinstance(tensor, torch.Tensor) and id(tensor) not in seen:
+                seen.add(id(tensor))
+                found.append((f"{prefix}.{name}" if prefix else name, tensor))
+    return found
 
 
 def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
@@ -396,9 +471,9 @@ def _hook_count(module: torch.nn.Module) -> int:
     attributes = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
                   "_state_dict_hooks", "_load_state_dict_pre_hooks")
     # A parameter's gradient hooks and post-accumulate hooks, left behind, run in every later backward.
-    tensor_hooks = sum(len(getattr(t, name, None) or {}) for t in module.parameters()
+    tensor_hooks = sum(len(getattr(t, name, None) or {}) for _, t in _members(module, PARAMETERS)
                        for name in ("_backward_hooks", "_post_accumulate_grad_hooks"))
-    return sum(len(getattr(sub, name, {})) for sub in module.modules() for name in attributes) + tensor_hooks
+    return sum(len(_internal(sub, name)) for _, sub in _submodules(module) for name in attributes) + tensor_hooks
 
 
 def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -593,8 +668,8 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
         raise _Interrupt
 
     watched = root if root is not None else module
-    before = (_modes(), [(n, m.training) for n, m in watched.named_modules()],
-              [p.requires_grad for p in watched.parameters()])
+    before = (_modes(), [(n, _flag(m)) for n, m in _submodules(watched)],
+              [p.requires_grad for _, p in _members(watched, PARAMETERS)])
     handle = module.register_forward_pre_hook(stop)
     hooks_before = _hook_count(watched)
     reached = False
@@ -605,8 +680,8 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
     finally:
         hooks_after = _hook_count(watched)
         handle.remove()
-    after = (_modes(), [(n, m.training) for n, m in watched.named_modules()],
-             [p.requires_grad for p in watched.parameters()])
+    after = (_modes(), [(n, _flag(m)) for n, m in _submodules(watched)],
+             [p.requires_grad for _, p in _members(watched, PARAMETERS)])
     return {
         "interrupt reached the caller": reached,
         "modes changed": _changed(before[0], after[0]),
@@ -641,7 +716,6 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     left_changed = _changed(_QUIET_AT_IMPORT, _quiet_settings())
     put_back_quiet_settings()
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
-    kept = _Recorder()(function)
     first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first, rng_first = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
@@ -650,12 +724,15 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         unusual = _modes()
         second = function(*args, **kwargs)
         after_unusual = _modes()
-    kept_after_second = _Recorder()(function)  # a function may keep state only when called from this caller
+    kept_after_second = _Recorder()(function)
     again = _handed_back(first, second, args, kwargs)
     contract: dict[str, object] = {
         "returns": type_tree(shown),
         "inputs changed": _changed(records, after_first),
-        "state kept by the function": not (_same(kept, kept_after) and _same(kept_after, kept_after_second)),
+        # What the second call changed in the function's own state (its closure, defaults, the globals it names):
+        # state that grows or moves at each call. What the first call alone sets (a constant built once, a
+        # generator seeded again at each call) is left free.
+        "state kept by the function": not _same(kept_after, kept_after_second),
         "second call": ("the first call's result again" if again else
                         "same result" if _same(first, second, rounding=True) else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual) + left_changed)),

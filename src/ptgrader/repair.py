@@ -9,10 +9,10 @@ it puts back, and stops on that submission with a ``KeyError``: ``nbgrader autog
   or by position when the notebook still has the release's shape;
 - :class:`PlaceMissingCells` is nbgrader's ``OverwriteCells``, except that a test cell whose
   neighbour is gone too is appended at the end instead of stopping the whole submission;
-- :class:`DeduplicateCells` is nbgrader's ``DeduplicateIds``, except that an earlier copy of a lab cell
-  (copied and pasted in Jupyter, metadata and all) becomes an ordinary cell (a solution) or is left out
-  (a cell the lab wrote), instead of a cell whose empty nbgrader metadata stopped nbgrader's later steps
-  with a ``KeyError``;
+- :class:`DeduplicateCells` is nbgrader's ``DeduplicateIds``, except that of the copies of a lab cell
+  (copied and pasted in Jupyter, metadata and all) the lab's own stays, and the others become ordinary
+  cells (a solution's) or are left out (a cell the lab wrote), instead of cells whose empty nbgrader
+  metadata stopped nbgrader's later steps with a ``KeyError``;
 - :class:`RestoreCellFlags` puts back the flags of every cell of the lab (``grade``, ``solution``,
   ``locked``, ``task``, ``points``, ...) from the gradebook, before nbgrader checks the checksums
   (they cover the flags: a test cell marked ``"solution": true`` made nbgrader fail the submission
@@ -46,21 +46,17 @@ class RecoverCellMetadata(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
-        coursedir = CourseDirectory(config=self.config)
-        release_path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
-            info["notebook"] + ".ipynb"
-        )
-        if not release_path.is_file():
+        release_cells = _release_cells(self.config, resources)
+        if not release_cells:
             return nb, resources
-        release = nbformat.read(release_path, as_version=4)
         present = {_grade_id(cell) for cell in nb.cells} - {None}
-        by_id = {cell.get("id"): cell for cell in release.cells if _grade_id(cell)}
-        same_shape = [c.cell_type for c in nb.cells] == [c.cell_type for c in release.cells]
+        by_id = {cell.get("id"): cell for cell in release_cells if _grade_id(cell)}
+        same_shape = [c.cell_type for c in nb.cells] == [c.cell_type for c in release_cells]
         recovered = 0
         for index, cell in enumerate(nb.cells):
             if "nbgrader" in cell.get("metadata", {}):
                 continue
-            origin = by_id.get(cell.get("id")) or (release.cells[index] if same_shape else None)
+            origin = by_id.get(cell.get("id")) or (release_cells[index] if same_shape else None)
             if origin is None or _grade_id(origin) in present or origin.cell_type != cell.cell_type:
                 continue
             for key in _RESTORED_KEYS:
@@ -75,41 +71,57 @@ class RecoverCellMetadata(NbGraderPreprocessor):
 
 
 class DeduplicateCells(NbGraderPreprocessor):
-    """nbgrader's DeduplicateIds (the last copy of a lab cell is the lab's), with the earlier copies dealt with.
+    """nbgrader's DeduplicateIds, with every copy of a lab cell but one dealt with, and the lab's own cell kept.
 
-    A cell copied and pasted in Jupyter keeps its nbgrader metadata. nbgrader leaves each earlier copy an
-    empty ``nbgrader`` dict, and its later steps (placing the test cells) read a ``grade_id`` from every cell
-    that has one: a pasted cell cost an honest student every mark, and the submission went to review
-    (round 19). Here an earlier copy of a solution cell becomes an ordinary cell (it is the student's code,
-    and runs as such), and an earlier copy of a cell the lab wrote (a test, the set-up, a text) is left out:
-    nbgrader puts the lab's source back into the copy it keeps, and the other, read as the student's code,
-    would break the code policy (a test uses ``ptchecks``). The report lists each copy.
+    A cell copied and pasted in Jupyter keeps its nbgrader metadata. nbgrader keeps the last copy and leaves
+    each earlier one an empty ``nbgrader`` dict, and its later steps (placing the test cells) read a
+    ``grade_id`` from every cell that has one: a pasted cell cost an honest student every mark, and the
+    submission went to review (round 19). Here, of the copies of a cell the lab wrote (a test, the set-up, a
+    text), the one with the release's cell id stays where it is (the last one where none has it), and the
+    others are left out: nbgrader puts the lab's source back into the copy it keeps, and a pasted copy would
+    otherwise move the lab's cell to where the student put it (round 21). Of the copies of a solution, the
+    last is the lab's, as in nbgrader, and the others run as the student's own code. The report lists each
+    copy by its place in the notebook.
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        seen: set[str] = set()
-        kept: list[NotebookNode] = []
+        release_ids = {_grade_id(cell): cell.get("id") for cell in _release_cells(self.config, resources)}
+        places: dict[str, list[int]] = {}
+        for index, cell in enumerate(nb.cells):
+            if utils.is_grade(cell) or utils.is_solution(cell) or utils.is_locked(cell):
+                places.setdefault(cell.metadata.nbgrader["grade_id"], []).append(index)
+        dropped: set[int] = set()
         copies: list[str] = []
-        for cell in reversed(nb.cells):
-            if not (utils.is_grade(cell) or utils.is_solution(cell) or utils.is_locked(cell)):
-                kept.append(cell)
+        for grade_id, found in places.items():
+            if len(found) == 1:
                 continue
-            grade_id = cell.metadata.nbgrader["grade_id"]
-            if grade_id not in seen:
-                seen.add(grade_id)
-                kept.append(cell)
-            elif utils.is_solution(cell):
-                del cell.metadata["nbgrader"]
-                kept.append(cell)
-                copies.append(f"an earlier copy of {grade_id}: graded as an ordinary cell")
-            else:
-                copies.append(f"an earlier copy of {grade_id}, a cell of the lab's: left out")
-        nb.cells = kept[::-1]
+            if utils.is_solution(nb.cells[found[-1]]):
+                for index in found[:-1]:
+                    del nb.cells[index].metadata["nbgrader"]
+                    copies.append(f"cell {index + 1}, a copy of {grade_id}: graded as an ordinary cell")
+                continue
+            lab_own = [index for index in found if nb.cells[index].get("id") == release_ids.get(grade_id)]
+            kept = lab_own[0] if lab_own else found[-1]
+            for index in found:
+                if index != kept:
+                    dropped.add(index)
+                    copies.append(f"cell {index + 1}, a copy of {grade_id}, a cell of the lab's: left out")
+        nb.cells = [cell for index, cell in enumerate(nb.cells) if index not in dropped]
         if copies:
+            copies.sort(key=lambda line: int(line.split(",")[0].removeprefix("cell ")))
             self.log.warning("ptgrader: %s/%s: %s", resources["nbgrader"]["student"],
                              resources["nbgrader"]["assignment"], "; ".join(copies))
-            resources.setdefault("ptgrader", {}).setdefault("restored_flags", []).extend(reversed(copies))
+            resources.setdefault("ptgrader", {}).setdefault("restored_flags", []).extend(copies)
         return nb, resources
+
+
+def _release_cells(config: Any, resources: dict[str, Any]) -> list[NotebookNode]:
+    """The cells of the release notebook this submission came from ([] when there is none to read)."""
+    info = resources["nbgrader"]
+    coursedir = CourseDirectory(config=config)
+    path = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / (
+        info["notebook"] + ".ipynb")
+    return nbformat.read(path, as_version=4).cells if path.is_file() else []
 
 
 class PlaceMissingCells(OverwriteCells):
