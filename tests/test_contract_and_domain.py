@@ -702,3 +702,34 @@ def test_torch_compile_s_own_bookkeeping_is_not_state_kept(monkeypatch: pytest.M
     server = torch.compile(lambda t: t * 2, backend=backend, dynamic=True)
     assert not contract_of(server, torch.ones(3), monkeypatch=monkeypatch)["state kept by the function"]
     torch._dynamo.reset()
+
+
+def test_a_node_a_relabelled_function_stacks_and_denormals_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 22: state in a graph node held on its own, in a function relabelled as torch's own by
+    ``functools.wraps`` (its globals were skipped), a saved-tensors hook left entered by an earlier unchecked
+    call of the cell, and denormals left flushed to zero."""
+    node = (torch.ones(1, requires_grad=True) * 2).grad_fn
+    log: list[object] = []
+
+    @functools.wraps(torch.broadcast_shapes)
+    def relabelled(t: torch.Tensor) -> torch.Tensor:
+        log.append(t)
+        return t * 2
+
+    for function in (lambda t: node.metadata.setdefault("kept", []).append(t) or t * 2, relabelled):
+        assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
+    contract.mark_cell_start()
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    hooks.__enter__()  # left entered by the cell's earlier code
+    try:
+        assert "saved tensors hooks" in contract_of(lambda t: t * 2, torch.ones(2), monkeypatch=monkeypatch)[
+            "modes changed"]
+    finally:
+        hooks.__exit__(None, None, None)
+        contract._CELL_START.clear()
+    try:
+        flushed = contract_of(lambda t: torch.set_flush_denormal(True) and t * 2, torch.ones(2),
+                              monkeypatch=monkeypatch)
+        assert "flush denormals" in flushed["modes changed"]
+    finally:
+        torch.set_flush_denormal(False)

@@ -477,6 +477,7 @@ def begin(test_id: str) -> None:
     """
     LEDGER.reset(test_id, keep_going=True)
     contract.put_back_quiet_settings()  # what an earlier part left changed is that part's
+    contract.mark_cell_start()
 
 
 def complete(test_id: str, token: str, expected_checks: int) -> None:

@@ -43,6 +43,7 @@ import contextlib
 import dis
 import functools
 import gc
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -187,7 +188,7 @@ class _Recorder:
             # torch's own functions (torch.compile's wrapper) name torch's globals: its compile counters and
             # timings, which change as it compiles, whoever calls; what they close over (the function they
             # wrap) is still followed
-            torchs = (getattr(value, "__module__", "") or "").startswith("torch")
+            torchs = _torchs(value)
             return [_code_text(value.__code__), self(value.__defaults__), self(value.__kwdefaults__), cells,
                     [] if torchs else [(name, self(value.__globals__[name])) for name in _named_globals(value)]]
         try:
@@ -223,14 +224,35 @@ class _Recorder:
 
 
 def _notebooks(klass: type) -> bool:
-    """A class defined in the notebook (or any module but torch's and Python's own)."""
-    module = getattr(klass, "__module__", "") or ""
-    return bool(klass.__flags__ & _HEAP_TYPE) and not module.startswith(("torch", "builtins", "typing")) \
-        and module.split(".")[0] not in sys.stdlib_module_names
+    """A class defined in the notebook, or anywhere but in a library's files."""
+    if not klass.__flags__ & _HEAP_TYPE:
+        return False
+    functions = [item for item in vars(klass).values() if isinstance(item, types.FunctionType)]
+    # a library's class (torch's, Python's) has its code in the library's files, whatever its __module__ says
+    return not functions or not all(item.__code__.co_filename.startswith(_LIBRARY_DIRS) for item in functions)
 
 
 #: ``Py_TPFLAGS_HEAPTYPE``: a class made by a ``class`` statement (or ``type()``), not one written in C.
 _HEAP_TYPE = 1 << 9
+
+
+def _torchs(code_owner: object) -> bool:
+    """Whether a class or function is torch's own, by where its code lives (``__module__`` can be rewritten:
+    ``functools.wraps`` copies torch's onto a notebook function or class, round 22). A class written in C
+    cannot be relabelled; a class written in Python is torch's when every function it defines is."""
+    if isinstance(code_owner, types.FunctionType):
+        return code_owner.__code__.co_filename.startswith(_TORCH_DIR)
+    if isinstance(code_owner, type):
+        if not code_owner.__flags__ & _HEAP_TYPE:
+            return (getattr(code_owner, "__module__", "") or "").startswith("torch")
+        functions = [item for item in vars(code_owner).values() if isinstance(item, types.FunctionType)]
+        return (getattr(code_owner, "__module__", "") or "").startswith("torch") and all(map(_torchs, functions))
+    return False
+
+
+#: Where torch's Python code lives, and where every library's does (Python's own, and the installed packages).
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_LIBRARY_DIRS = (os.path.dirname(os.__file__) + os.sep, os.path.dirname(os.path.dirname(torch.__file__)) + os.sep)
 
 
 def _opaque(value: object) -> bool:
@@ -241,7 +263,7 @@ def _opaque(value: object) -> bool:
     if isinstance(value, (types.ModuleType, types.CodeType)):
         return True
     module = getattr(type(value), "__module__", "") or ""
-    return module.startswith("torch._") and not isinstance(value, torch.nn.Module)
+    return module.startswith("torch._") and _torchs(type(value)) and not isinstance(value, torch.nn.Module)
 
 
 def _own_dict(value: object) -> dict | None:
@@ -301,13 +323,15 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 def _held_in_cpp(value: object) -> object:
     """What torch keeps in C++ for the objects a call could keep state in, which neither the garbage collector
-    nor ``__reduce__`` shows (round 21): a storage's bytes (past a megabyte: changed, as too large to follow),
-    a future's result once it has one. None for anything else."""
+    nor ``__reduce__`` shows (round 21): a storage's bytes (past a megabyte, its size), a future's result once
+    it has one. None for anything else."""
     if isinstance(value, (torch.UntypedStorage, torch.TypedStorage)):
         storage = value.untyped_storage() if isinstance(value, torch.TypedStorage) else value
-        if storage.device.type == "meta":
-            return storage.nbytes()
-        return bytes(storage.cpu()) if storage.nbytes() <= _STORAGE_LIMIT else _Uncomparable()
+        if storage.device.type == "meta" or storage.nbytes() > _STORAGE_LIMIT:
+            return storage.nbytes()  # past a megabyte, its size only: copying it at every record costs too much
+        return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage).cpu().clone()
+    if isinstance(value, torch.autograd.graph.Node):
+        return dict(value.metadata)  # a graph node held on its own (round 22), not only through a tensor
     if isinstance(value, torch.futures.Future):
         return ("done", value.value()) if value.done() else "pending"
     return None
@@ -338,11 +362,13 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     """What a caller can see of a tensor: its values (none on ``meta``), layout, version and (``gradient``)
     its ``.grad``, and the attributes set on it, by value (an old gradient kept as ``p.saved`` stays in memory),
     but torch's own marks (:data:`TORCH_MARKS`)."""
+    reached = recorder is not None  # through an attribute or a global, not an argument's own record
     recorder = recorder or _Recorder()
     values = None if tensor.is_meta else tensor.detach().clone()
     # a view's storage beyond the view (written through .data, which no version counter sees), and what a
-    # graph node keeps in its metadata: state a call could keep there (round 21)
-    beyond = recorder(tensor.untyped_storage()) if _covers_less(tensor) else None
+    # graph node keeps in its metadata: state a call could keep there (round 21); an argument's values are
+    # its own record (a large input's whole storage would be copied at every record)
+    beyond = recorder(tensor.untyped_storage()) if reached and _covers_less(tensor) else None
     node = recorder(dict(tensor.grad_fn.metadata)) if tensor.grad_fn is not None else None
     grad = _gradient_state(tensor) if gradient else None
     attributes = [(name, recorder(value)) for name, value in sorted(vars(tensor).items())
@@ -540,6 +566,8 @@ def _quiet_settings() -> dict[str, object]:
                   torch.backends.cudnn.allow_tf32),
         "CUDA matmul TF32": torch.backends.cuda.matmul.allow_tf32,
         "oneDNN": torch.backends.mkldnn.enabled,
+        # a denormal flushed to zero changes later numbers (round 22)
+        "flush denormals": float(torch.tensor(1e-40) * 1.0) == 0.0,
     }
 
 
@@ -564,6 +592,7 @@ def put_back_quiet_settings() -> None:
      torch.backends.cudnn.allow_tf32) = found["cuDNN"]
     torch.backends.cuda.matmul.allow_tf32 = found["CUDA matmul TF32"]
     torch.backends.mkldnn.enabled = found["oneDNN"]
+    torch.set_flush_denormal(found["flush denormals"])
 
 
 def _modes() -> dict[str, object]:
@@ -578,8 +607,28 @@ def _modes() -> dict[str, object]:
         "deterministic algorithms": (torch.are_deterministic_algorithms_enabled(),
                                      torch.is_deterministic_algorithms_warn_only_enabled()),
         "threads": torch.get_num_threads(),
+        **_stacks(),
         **_quiet_settings(),
     }
+
+
+def _stacks() -> dict[str, object]:
+    """Process-wide stacks a call could leave one entry longer: a saved-tensors hook entered and never left, a
+    forward-mode level left open (round 22). A test's own probe enters them around a call, so they are
+    compared with the test cell's start (:func:`mark_cell_start`), not put back."""
+    return {"saved tensors hooks": torch._C._autograd._top_saved_tensors_default_hooks(False) is not None,
+            "forward AD level": torch.autograd.forward_ad._current_level}
+
+
+#: :func:`_stacks` as the current graded test cell started (``ptchecks.begin``).
+_CELL_START: dict[str, object] = {}
+
+
+def mark_cell_start() -> None:
+    """Remember :func:`_stacks` at the start of a graded test cell: one an earlier, unchecked call of this cell
+    left longer is reported by the next :func:`call` (it finds them changed before it calls)."""
+    _CELL_START.clear()
+    _CELL_START.update(_stacks())
 
 
 @contextlib.contextmanager
@@ -713,7 +762,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
-    left_changed = _changed(_QUIET_AT_IMPORT, _quiet_settings())
+    left_changed = _changed(_QUIET_AT_IMPORT, _quiet_settings()) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
     put_back_quiet_settings()
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
     first = function(*args, **kwargs)
