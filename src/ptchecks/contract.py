@@ -44,7 +44,6 @@ import dis
 import functools
 import gc
 import os
-import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
