@@ -10,7 +10,6 @@ import os
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
     AssignLatePenalties,
-    CheckCellMetadata,
     ClearOutput,
     IgnorePattern,
     LimitOutput,
@@ -21,8 +20,9 @@ from nbgrader.preprocessors import (
 try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
     from ptgrader.execute import GuardedExecute
     from ptgrader.failsafe import GuardedExporter
+    from ptgrader.metadata_check import CheckCellMetadata  # nbgrader's, its schema compiled once
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
-    from ptgrader.safe_html import clean, markdown_to_safe_html
+    from ptgrader.safe_html import LimitMarkdown, clean, highlight_python, markdown_to_safe_html
 except ImportError as missing:
     raise SystemExit(
         f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
@@ -65,6 +65,7 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
+    LimitMarkdown,
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,
@@ -80,6 +81,9 @@ c.OverwriteCells.add_missing_cells = True
 # The feedback page and the formgrader run nothing a submission wrote: nbgrader's templates render Markdown
 # cells with markdown2html alone, so that filter is replaced by one that sanitises (ptgrader.safe_html), and
 # nbconvert sanitises the rest (a student's <script> stays text), raw cells and code through the same allow-list
-# (nbconvert's own clean_html keeps any class and id: a raw cell drew Bootstrap's modal over the page).
+# (nbconvert's own clean_html keeps any class and id: a raw cell drew Bootstrap's modal over the page). They also
+# render nothing that takes minutes: code is highlighted as Python whatever a cell's metadata names, a code fence
+# only in a few languages, a cell past 20,000 characters is shown as text, and the graded notebook keeps at most
+# 100,000 characters of a submission's own Markdown (LimitMarkdown, above).
 c.HTMLExporter.sanitize_html = True
-c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html, "clean_html": clean}
+c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html, "clean_html": clean, "highlight_code": highlight_python}

@@ -56,7 +56,7 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
         (lambda t: torch.set_default_dtype(torch.float64) or t * 2, "modes changed", ["default dtype"]),
         # Settings that change no number on a CPU grader (round 7): only the harness can see them left changed.
         (lambda t: torch.set_float32_matmul_precision("high") or t * 2, "modes changed",
-         ["CUDA matmul TF32", "float32 matmul precision"]),
+         ["CUDA matmul", "float32 matmul precision"]),
         (lambda t: torch.autograd.set_detect_anomaly(True) and t * 2, "modes changed", ["anomaly detection"]),
         (lambda t: setattr(torch.backends.cudnn, "benchmark", True) or t * 2, "modes changed", ["cuDNN"]),
     ],
@@ -88,7 +88,7 @@ def test_a_quiet_setting_left_changed_by_an_earlier_call_is_seen(monkeypatch: py
         put_back = torch.get_float32_matmul_precision()  # so that later code does not find it changed
     finally:
         torch.set_float32_matmul_precision("highest")
-    assert contract["modes changed"] == ["CUDA matmul TF32", "float32 matmul precision"]
+    assert contract["modes changed"] == ["CUDA matmul", "float32 matmul precision"]
     assert put_back == "highest"
     assert contract_of(lambda t: t * 2, torch.ones(2), monkeypatch=monkeypatch)["modes changed"] == []
 
@@ -733,3 +733,221 @@ def test_a_node_a_relabelled_function_stacks_and_denormals_are_seen(monkeypatch:
         assert "flush denormals" in flushed["modes changed"]
     finally:
         torch.set_flush_denormal(False)
+
+
+#: How a test flips each of torch's process-wide setters away from its default, by the setter's name. A new
+#: setter in a new torch release fails ``test_every_torch_setting_a_call_can_leave_changed_is_seen`` until
+#: it is here (and the contract sees it).
+SETTING_FLIPS = {
+    "torch.set_anomaly_enabled": "torch.set_anomaly_enabled(True)",
+    "torch.set_autocast_cache_enabled": "torch.set_autocast_cache_enabled(False)",
+    "torch.set_autocast_cpu_dtype": "torch.set_autocast_cpu_dtype(torch.float16)",
+    "torch.set_autocast_cpu_enabled": "torch.set_autocast_cpu_enabled(True)",
+    "torch.set_autocast_dtype": "torch.set_autocast_dtype('xla', torch.float16)",
+    "torch.set_autocast_enabled": "torch.set_autocast_enabled('mps', True)",
+    "torch.set_autocast_gpu_dtype": "torch.set_autocast_gpu_dtype(torch.bfloat16)",
+    "torch.set_autocast_ipu_dtype": "torch.set_autocast_ipu_dtype(torch.bfloat16)",
+    "torch.set_autocast_ipu_enabled": "torch.set_autocast_ipu_enabled(True)",
+    "torch.set_autocast_xla_dtype": "torch.set_autocast_xla_dtype(torch.float16)",
+    "torch.set_autocast_xla_enabled": "torch.set_autocast_xla_enabled(True)",
+    "torch.set_default_device": "torch.set_default_device('meta')",
+    "torch.set_default_dtype": "torch.set_default_dtype(torch.float64)",
+    "torch.set_default_tensor_type": "torch.set_default_tensor_type(torch.FloatTensor)",
+    "torch.set_deterministic_debug_mode": "torch.set_deterministic_debug_mode(1)",
+    "torch.use_deterministic_algorithms": "torch.use_deterministic_algorithms(True)",
+    "torch.set_float32_matmul_precision": "torch.set_float32_matmul_precision('medium')",
+    "torch.set_flush_denormal": "torch.set_flush_denormal(True)",
+    "torch.set_grad_enabled": "torch.set_grad_enabled(False)",
+    "torch.set_num_threads": "torch.set_num_threads(torch.get_num_threads() + 1)",
+    "torch.set_printoptions": "torch.set_printoptions(precision=9)",
+    "torch.set_warn_always": "torch.set_warn_always(True)",
+    "torch.autograd.set_detect_anomaly": "torch.autograd.set_detect_anomaly(True)",
+    "torch.autograd.set_grad_enabled": "torch.autograd.set_grad_enabled(not torch.is_grad_enabled())",
+    "torch.autograd.set_multithreading_enabled": "torch.autograd.set_multithreading_enabled(False)",
+    "torch.backends.cudnn.allow_tf32": "torch.backends.cudnn.allow_tf32 = False",
+    "torch.backends.cudnn.benchmark": "torch.backends.cudnn.benchmark = True",
+    "torch.backends.cudnn.deterministic": "torch.backends.cudnn.deterministic = True",
+    "torch.backends.cudnn.enabled": "torch.backends.cudnn.enabled = False",
+    "torch.backends.cudnn.fp32_precision": "torch.backends.cudnn.fp32_precision = 'tf32'",
+    "torch.backends.cudnn.depthwise_kernel": "torch.backends.cudnn.depthwise_kernel = 'cudnn'",
+    "torch.backends.mkldnn.deterministic": "torch.backends.mkldnn.deterministic = True",
+    "torch.backends.mkldnn.enabled": "torch.backends.mkldnn.enabled = False",
+    "torch.backends.mkldnn.fp32_precision": "torch.backends.mkldnn.fp32_precision = 'bf16'",
+    "torch.backends.miopen.immediate": "torch.backends.miopen.immediate = True",
+    "torch.backends.fp32_precision": "torch.backends.fp32_precision = 'tf32'",
+    "torch.backends.cuda.matmul": "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
+    "torch.backends.cuda.enable_flash_sdp": "torch.backends.cuda.enable_flash_sdp(False)",
+    "torch.backends.cuda.enable_mem_efficient_sdp": "torch.backends.cuda.enable_mem_efficient_sdp(False)",
+    "torch.backends.cuda.enable_math_sdp": "torch.backends.cuda.enable_math_sdp(False)",
+    "torch.backends.cuda.enable_cudnn_sdp": "torch.backends.cuda.enable_cudnn_sdp(False)",
+    "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp":
+        "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)",
+    "torch.backends.cuda.preferred_linalg_library": "torch.backends.cuda.preferred_linalg_library('magma')",
+    "torch.backends.cuda.preferred_blas_library": "torch.backends.cuda.preferred_blas_library('cublaslt')",
+    "torch.backends.cuda.preferred_rocm_fa_library": "torch.backends.cuda.preferred_rocm_fa_library('ck')",
+    "torch.backends.mha.set_fastpath_enabled": "torch.backends.mha.set_fastpath_enabled(False)",
+    "torch.backends.nnpack.set_flags": "torch.backends.nnpack.set_flags(False)",
+    "torch.backends.opt_einsum.enabled": "torch.backends.opt_einsum.enabled = False",
+    "torch.backends.opt_einsum.strategy": "torch.backends.opt_einsum.strategy = 'greedy'",
+    "torch.backends.quantized.engine": "torch.backends.quantized.engine = 'qnnpack'",
+    "torch.utils.deterministic.fill_uninitialized_memory": "torch.utils.deterministic.fill_uninitialized_memory = False",
+    "torch.compiler.set_stance": "torch.compiler.set_stance('force_eager')",
+    "torch.compiler.set_default_backend": "torch.compiler.set_default_backend('eager')",
+    "torch.jit.enable_onednn_fusion": "torch.jit.enable_onednn_fusion(True)",
+    "torch.jit.set_fusion_strategy": "torch.jit.set_fusion_strategy([('STATIC', 5)])",
+    "torch.sparse.check_sparse_tensor_invariants.enable": "torch.sparse.check_sparse_tensor_invariants.enable()",
+    "torch.autograd.graph.disable_saved_tensors_hooks":
+        "kept = torch.autograd.graph.disable_saved_tensors_hooks('no'); kept.__enter__()",
+    "torch.overrides.TorchFunctionMode": "class Passing(torch.overrides.TorchFunctionMode):\n"
+                                         "    def __torch_function__(self, f, types, args=(), kwargs=None):\n"
+                                         "        return f(*args, **(kwargs or {}))\n"
+                                         "Passing().__enter__()",
+    "torch.autograd.profiler.profile": "torch.autograd.profiler.profile().__enter__()",
+    **{f"torch.nn.modules.module.register_module_{kind}": f"torch.nn.modules.module.register_module_{kind}(lambda *a: None)"
+       for kind in ("backward_hook", "buffer_registration_hook", "forward_hook", "forward_pre_hook",
+                    "full_backward_hook", "full_backward_pre_hook", "module_registration_hook",
+                    "parameter_registration_hook")},
+    **{f"torch.optim.optimizer.register_optimizer_step_{kind}":
+       f"sys.modules['torch.optim.optimizer'].register_optimizer_step_{kind}(lambda *a: None)"
+       for kind in ("pre_hook", "post_hook")},
+}
+
+#: Setters the contract need not see, and why.
+SETTINGS_NOT_COMPARED = {
+    "torch.set_rng_state": "the global generator: the contract's own 'global RNG drawn'",
+    "torch.set_num_interop_threads": "torch allows it once, before any inter-op work: a kernel's first cell",
+    "torch.compiler.set_enable_guard_collectives": "acts only between the processes of a distributed job",
+    "torch.jit.set_module": "sets a class's __module__, not a setting",
+    "torch.backends.mkldnn.allow_tf32": "TF32 on oneDNN is for Intel GPUs: a CPU build ignores it (it stays None); "
+                                        "it is in the contract's oneDNN flags all the same",
+    **{f"torch.backends.python_native.{name}": "switches operations of GPU kernel languages (triton, CuTe DSL), "
+       "none of which a CPU grader has (available_dsls is empty)" for name in ("enable_operations",
+                                                                           "enable_dispatch_keys")},
+}
+
+_SETTINGS_SCRIPT = r"""
+import json, os, sys, warnings
+import torch, torch.jit, torch.backends.python_native
+from ptchecks import contract
+warnings.simplefilter("ignore")
+flips = json.loads(sys.argv[1])
+
+def setters():
+    # every public setter torch offers: its process-wide set_* functions, the flags of torch.backends
+    found = [f"torch.{n}" for n in dir(torch) if n.startswith("set_") or n == "use_deterministic_algorithms"]
+    found += [f"torch.autograd.{n}" for n in dir(torch.autograd) if n.startswith("set_")]
+    found += [f"torch.compiler.{n}" for n in dir(torch.compiler) if n.startswith("set_")]
+    found += [f"torch.jit.{n}" for n in dir(torch.jit) if n.startswith(("set_", "enable_"))]
+    found += [f"torch.nn.modules.module.{n}" for n in dir(torch.nn.modules.module) if n.startswith("register_module_")]
+    found += [f"torch.optim.optimizer.{n}" for n in dir(sys.modules["torch.optim.optimizer"])
+              if n.startswith("register_optimizer_")]
+    for name in sorted(m for m in sys.modules if m.startswith("torch.backends.") and m.count(".") == 2):
+        module = sys.modules[name]
+        found += [f"{name}.{n}" for n in dir(module) if n.startswith(("set_", "enable_", "allow_", "preferred_"))
+                  and callable(getattr(module, n))]
+        found += [f"{name}.{n}" for n, item in vars(type(module)).items()
+                  if isinstance(item, torch.backends.ContextProp)]
+    found += [f"torch.backends.{n}" for n, item in vars(type(torch.backends)).items()
+              if isinstance(item, torch.backends.ContextProp)]
+    return sorted(set(found))
+
+contract.put_back_quiet_settings()  # the baseline: the settings as found now
+seen = {}
+for name, flip in flips.items():
+    before = contract._modes()
+    try:
+        exec(flip)
+    except RuntimeError as refused:  # a setting this build cannot change (MAGMA's linear algebra on a CPU build)
+        seen[name] = f"refused here: {refused}"[:100]
+        continue
+    seen[name] = contract._changed(before, contract._modes())
+    contract.put_back_quiet_settings()
+print(json.dumps({"setters": setters(), "seen": seen}), flush=True)
+os._exit(0)  # the profiler left entered crashes an orderly exit
+"""
+
+
+def test_every_torch_setting_a_call_can_leave_changed_is_seen() -> None:
+    """Round 23: a function left torch's print options, the attention fast path, ``warn_always`` and autograd's
+    multithreading changed, which the contract did not compare. Every public setter torch offers is flipped
+    here (in a process of its own: the flips are not undone) and must change what the contract compares; a
+    setter torch adds in a later release fails here until it has a flip and the contract sees it."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _SETTINGS_SCRIPT, json.dumps(SETTING_FLIPS)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.splitlines()[-1])
+    unknown = sorted(set(found["setters"]) - set(SETTING_FLIPS) - set(SETTINGS_NOT_COMPARED))
+    assert not unknown, f"torch setters with no flip here and maybe not seen by the contract: {unknown}"
+    unseen = sorted(name for name, changed in found["seen"].items() if not changed)
+    assert not unseen, f"flipped, and the contract saw nothing changed: {unseen}"
+
+
+_LARGE = torch.zeros(500_000)[:1]  # a one-element view of a 2 MB storage
+
+
+def _counts_in_a_library_dict(t: torch.Tensor) -> torch.Tensor:
+    table = torch.ao.quantization.quantization_mappings.DEFAULT_STATIC_QUANT_MODULE_MAPPINGS
+    calls = table.setdefault(0x5EED, {})
+    calls[0] = calls.get(0, 0) + 1
+    return t * 2
+
+
+def _counts_through_an_import(t: torch.Tensor) -> torch.Tensor:
+    import torch.ao.quantization.quantization_mappings as mappings
+
+    calls = getattr(mappings, "DEFAULT_QAT_MODULE_MAPPINGS").setdefault(0x5EED, {})
+    calls[0] = calls.get(0, 0) + 1
+    return t * 2
+
+
+def _counts_beyond_a_large_view(t: torch.Tensor) -> torch.Tensor:
+    _LARGE.data.as_strided((1,), (1,), 499_999).add_(1)
+    return t * 2
+
+
+def test_state_in_a_library_module_a_large_storage_and_a_second_call_s_inputs_is_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 23: a count kept in a public dict of a torch module (reached by attribute, by ``getattr`` and by an
+    import inside the function), in the last bytes of a storage past a megabyte (recorded by its size), and a
+    caller's input changed by the second call only. A module's attributes that the code names are recorded;
+    those it does not name, and the global generators (the contract's 'global RNG drawn'), are not."""
+    try:
+        for function in (_counts_in_a_library_dict, _counts_through_an_import, _counts_beyond_a_large_view):
+            assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], (
+                function)
+    finally:
+        mappings = torch.ao.quantization.quantization_mappings
+        mappings.DEFAULT_STATIC_QUANT_MODULE_MAPPINGS.pop(0x5EED, None)
+        mappings.DEFAULT_QAT_MODULE_MAPPINGS.pop(0x5EED, None)
+    seen: list[torch.Tensor] = []
+
+    def wipes_on_the_second_call(a: torch.Tensor) -> torch.Tensor:
+        result = a * 2
+        if seen:
+            a.zero_()
+        seen.append(a)
+        return result
+
+    assert contract_of(wipes_on_the_second_call, torch.ones(2), monkeypatch=monkeypatch)["inputs changed"] == [
+        "argument 0"]
+    for honest in (lambda t: torch.nn.functional.relu(t) + torch.randn(2, generator=None) * 0,
+                   lambda t: t * torch.random.default_generator.initial_seed() * 0 + t):
+        assert not contract_of(honest, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"]
+
+
+def test_settings_the_lab_sets_before_its_first_test_are_the_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 23: ``ptlabs.setup`` sets the print options after the checks are imported in a student's run and
+    before in the reference's; against the settings of import, an honest answer lost its part."""
+    monkeypatch.setattr(contract, "_BASELINE", {})
+    options = torch._tensor_str.PRINT_OPTS.precision
+    torch.set_printoptions(precision=options + 2)  # a lab cell, after the checks were imported
+    try:
+        assert contract_of(lambda t: t * 2, torch.ones(2), monkeypatch=monkeypatch)["modes changed"] == []
+        assert contract_of(lambda t: torch.set_printoptions(precision=1) or t * 2, torch.ones(2),
+                           monkeypatch=monkeypatch)["modes changed"] == ["print options"]
+    finally:
+        torch.set_printoptions(precision=options)

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
 import re
+import runpy
 import subprocess
 import sys
 import time
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
 from ptgrader import autograde, intake
 from ptgrader.autograde import relay
@@ -277,6 +280,34 @@ def test_the_formgrader_of_the_course_renders_markdown_through_the_sanitiser(mon
     assert html_pages.active_parts(exporter.environment.filters["markdown2html"](markdown), markdown=True) == []
 
 
+def test_no_cell_takes_long_to_render_whatever_it_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 23: 18 KB of code fences in Pygments' easytrieve language took generate_feedback 4 min 42 s, code cells
+    whose metadata named that language 1 min 48 s, and 9 MB of ``[a](`` in Markdown 9 min 14 s. A fence is
+    highlighted only in a few languages, a code cell always as Python, a cell past MAX_RENDERED_CHARS is text,
+    and the graded notebook keeps at most MARKDOWN_BUDGET characters of a submission's own Markdown."""
+    slow = "a" + "\t" * 3000 + "a"
+    started = time.process_time()
+    fenced = markdown_to_safe_html(f"```easytrieve\n{slow}\n```")
+    code = safe_html.highlight_python(slow, "ipython3", {"magics_language": "easytrieve"})
+    links = markdown_to_safe_html("[a](" * (safe_html.MAX_RENDERED_CHARS // 4 + 1))
+    assert time.process_time() - started < 2.0
+    assert fenced.startswith("<pre><code>") and 'class="' not in fenced
+    assert 'highlight hl-ipython3"><pre><span></span><span class="n">a</span>' in code
+    assert links.startswith("<pre>[a](")
+    assert '<span class="n">x</span>' in markdown_to_safe_html("```Python\nx = 1\n```")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# The lab's own"),
+                                               *[nbformat.v4.new_markdown_cell("m" * 15_000) for _ in range(8)]])
+    monkeypatch.setattr(safe_html, "release_cells", lambda config, resources: notebook.cells[:1])
+    limited, _ = safe_html.LimitMarkdown().preprocess(copy.deepcopy(notebook), {"nbgrader": {
+        "student": "s", "assignment": "lab"}})
+    kept = [cell.source for cell in limited.cells if cell.source.startswith("m")]
+    assert len(kept) == safe_html.MARKDOWN_BUDGET // 15_000 and limited.cells[0].source == "# The lab's own"
+    assert limited.cells[-1].source.startswith("*[cut by the grader: 15,000 characters")
+    config = runpy.run_path(str(lab_tools.LABS / lab_tools.CONFIG_NAME), init_globals={"get_config": Config})["c"]
+    assert safe_html.LimitMarkdown in config.Autograde.autograde_preprocessors
+    assert config.HTMLExporter.filters["highlight_code"] is safe_html.highlight_python
+
+
 # --------------------------------------------------------------------------------- a small course
 
 #: A lab of one part, graded without a kernel: a step in place of the run fails on the students it names.
@@ -393,7 +424,7 @@ def test_a_copy_of_a_lab_cell_is_an_ordinary_cell_or_left_out(monkeypatch: pytes
         return made
 
     release = [cell("code", "setup", "import torch", "lab-setup", locked=True)]
-    monkeypatch.setattr(repair, "_release_cells", lambda config, resources: release)
+    monkeypatch.setattr(repair, "release_cells", lambda config, resources: release)
     cells = [cell("code", "setup", "import torch", "lab-setup", locked=True),
              cell("markdown", "text", "Read me.", "t1", locked=True), cell("markdown", "text", "Read me.", "t2",
                                                                             locked=True),

@@ -46,17 +46,17 @@ class RecoverCellMetadata(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         info = resources["nbgrader"]
-        release_cells = _release_cells(self.config, resources)
-        if not release_cells:
+        release = release_cells(self.config, resources)
+        if not release:
             return nb, resources
         present = {_grade_id(cell) for cell in nb.cells} - {None}
-        by_id = {cell.get("id"): cell for cell in release_cells if _grade_id(cell)}
-        same_shape = [c.cell_type for c in nb.cells] == [c.cell_type for c in release_cells]
+        by_id = {cell.get("id"): cell for cell in release if _grade_id(cell)}
+        same_shape = [c.cell_type for c in nb.cells] == [c.cell_type for c in release]
         recovered = 0
         for index, cell in enumerate(nb.cells):
             if "nbgrader" in cell.get("metadata", {}):
                 continue
-            origin = by_id.get(cell.get("id")) or (release_cells[index] if same_shape else None)
+            origin = by_id.get(cell.get("id")) or (release[index] if same_shape else None)
             if origin is None or _grade_id(origin) in present or origin.cell_type != cell.cell_type:
                 continue
             for key in _RESTORED_KEYS:
@@ -85,7 +85,7 @@ class DeduplicateCells(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        release_ids = {_grade_id(cell): cell.get("id") for cell in _release_cells(self.config, resources)}
+        release_ids = {_grade_id(cell): cell.get("id") for cell in release_cells(self.config, resources)}
         places: dict[str, list[int]] = {}
         for index, cell in enumerate(nb.cells):
             if utils.is_grade(cell) or utils.is_solution(cell) or utils.is_locked(cell):
@@ -115,7 +115,7 @@ class DeduplicateCells(NbGraderPreprocessor):
         return nb, resources
 
 
-def _release_cells(config: Any, resources: dict[str, Any]) -> list[NotebookNode]:
+def release_cells(config: Any, resources: dict[str, Any]) -> list[NotebookNode]:
     """The cells of the release notebook this submission came from ([] when there is none to read)."""
     info = resources["nbgrader"]
     coursedir = CourseDirectory(config=config)

@@ -22,11 +22,21 @@ from __future__ import annotations
 
 import re
 from html import escape
+from typing import Any
 from urllib.parse import urlsplit
 
 import bleach
-from nbconvert.filters.markdown_mistune import markdown2html_mistune
+from mistune import HTMLRenderer
+from nbformat.notebooknode import NotebookNode
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbgrader.preprocessors import NbGraderPreprocessor
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import BashLexer, JsonLexer, PythonConsoleLexer, PythonLexer
 from pygments.token import STANDARD_TYPES
+
+from .repair import release_cells
 
 #: What Markdown (and the headings' anchor links, tables and highlighted code of nbconvert) produces.
 TAGS = frozenset({
@@ -132,6 +142,82 @@ def clean(html: str) -> str:
     return bleach.clean(html, tags=TAGS, attributes=_kept, protocols=PROTOCOLS, strip_comments=True)
 
 
+#: The most characters of a Markdown cell rendered as Markdown, and of code highlighted: past them, a cell
+#: is shown as escaped text. Rendering costs grow faster than the text in nbconvert's Markdown renderer (a
+#: cell of 40,000 characters of ``[a](`` took 1.5 s) and in some of Pygments' lexers, which a code fence or
+#: a cell's metadata could name (round 23: 18 KB of fences in the easytrieve language took 4 min 42 s of
+#: ``generate_feedback``, 9 MB of ``[a](`` 9 min 14 s). The labs' own cells are a few thousand characters.
+MAX_RENDERED_CHARS = 20_000
+
+#: The languages a code fence in Markdown is highlighted in, each with a lexer whose time grows with the text:
+#: any other name is shown as plain code.
+FENCE_LEXERS: dict[str, type[Lexer]] = {
+    "python": PythonLexer, "python3": PythonLexer, "py": PythonLexer, "ipython": PythonLexer,
+    "ipython3": PythonLexer, "pycon": PythonConsoleLexer, "bash": BashLexer, "sh": BashLexer,
+    "shell": BashLexer, "json": JsonLexer,
+}
+
+
+class _FenceRenderer(IPythonRenderer):
+    """nbconvert's Markdown renderer, with code fences highlighted only in :data:`FENCE_LEXERS`' languages."""
+
+    def block_code(self, code: str, info: str | None = None) -> str:
+        words = (info or "").split(maxsplit=1)
+        lexer = FENCE_LEXERS.get(words[0].lower()) if words else None
+        if lexer is None or len(code) > MAX_RENDERED_CHARS:
+            return HTMLRenderer.block_code(self, code)  # escaped, as plain code
+        return highlight(code, lexer(), HtmlFormatter())
+
+
+def _as_text(source: str) -> str:
+    shown = escape(source[:MAX_RENDERED_CHARS]) + ("\n[cut by the grader]" if len(source) > MAX_RENDERED_CHARS else "")
+    return f"<pre>{shown}</pre>"
+
+
 def markdown_to_safe_html(source: str) -> str:
-    """A Markdown cell as HTML that runs nothing: nbconvert's Markdown renderer, then :func:`clean`."""
-    return clean(markdown2html_mistune(source))
+    """A Markdown cell as HTML that runs nothing: nbconvert's Markdown renderer, then :func:`clean`; a cell past
+    :data:`MAX_RENDERED_CHARS` as escaped text."""
+    if len(source) > MAX_RENDERED_CHARS:
+        return _as_text(source)
+    return clean(MarkdownWithMath(renderer=_FenceRenderer(escape=False)).render(source))
+
+
+def highlight_python(source: str, language: str | None = None, metadata: dict | None = None) -> str:
+    """A code cell highlighted as Python, whatever the notebook's or the cell's metadata name (nbconvert's own
+    ``highlight_code`` takes the lexer from them: a cell's ``magics_language`` picked a lexer that takes minutes,
+    round 23); a cell past :data:`MAX_RENDERED_CHARS` as escaped text. ``language`` and ``metadata`` are
+    nbconvert's filter arguments, ignored."""
+    if len(source) > MAX_RENDERED_CHARS:
+        return f'<div class="highlight hl-ipython3">{_as_text(source)}</div>'
+    return highlight(source or " ", PythonLexer(), HtmlFormatter(cssclass=" highlight hl-ipython3"))
+
+
+#: Characters of Markdown a submission's own cells (those not the lab's) may hold for its pages to render in
+#: all: with :data:`MAX_RENDERED_CHARS` a cell, about 2.5 s of the slowest Markdown to render. A 10 MiB
+#: notebook of 20,000-character cells would otherwise take minutes.
+MARKDOWN_BUDGET = 100_000
+
+
+class LimitMarkdown(NbGraderPreprocessor):
+    """The Markdown cells a submission added, in the graded notebook that the feedback page and the formgrader
+    render, cut to :data:`MARKDOWN_BUDGET` characters in all: a cell past what is left becomes a note that says
+    how long it was (the submitted notebook keeps it). The lab's own cells, and cells with nbgrader metadata
+    (only the lab's keep it), are never cut: each is at most :data:`MAX_RENDERED_CHARS` to render."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        lab_text = {cell.source for cell in release_cells(self.config, resources) if cell.cell_type == "markdown"}
+        left, cut = MARKDOWN_BUDGET, 0
+        for cell in nb.cells:
+            if cell.cell_type != "markdown" or cell.source in lab_text or "nbgrader" in cell.get("metadata", {}):
+                continue
+            if len(cell.source) <= left:
+                left -= len(cell.source)
+                continue
+            cell.source = (f"*[cut by the grader: {len(cell.source):,} characters of Markdown, past the "
+                           f"{MARKDOWN_BUDGET:,} that a submission's pages show; the submitted notebook keeps them]*")
+            left, cut = 0, cut + 1
+        if cut:
+            info = resources["nbgrader"]
+            self.log.warning("ptgrader: %s/%s: %d Markdown cells cut for the pages (past %d characters)",
+                             info["student"], info["assignment"], cut, MARKDOWN_BUDGET)
+        return nb, resources
