@@ -20,9 +20,10 @@ from nbgrader.preprocessors import (
 try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
     from ptgrader.execute import GuardedExecute
     from ptgrader.failsafe import GuardedExporter
+    from ptgrader.intake import CellCountCheck
     from ptgrader.metadata_check import CheckCellMetadata  # nbgrader's, its schema compiled once
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
-    from ptgrader.safe_html import LimitMarkdown, clean, highlight_python, markdown_to_safe_html
+    from ptgrader.safe_html import LimitRenderedCells, clean, highlight_python, markdown_to_safe_html
 except ImportError as missing:
     raise SystemExit(
         f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
@@ -49,6 +50,7 @@ c.Application.logging_config = {"formatters": {"console": {"class": "ptgrader.in
 # Jupyter) becomes an ordinary cell, cells whose nbgrader metadata was stripped get it back from the
 # release, and a test cell nbgrader cannot place is appended instead of failing the submission.
 c.Autograde.sanitize_preprocessors = [
+    CellCountCheck,  # a notebook of more than 1,000 cells is refused: no marks, the reason in its report
     ClearOutput,
     RestoreCellFlags,
     DeduplicateCells,
@@ -65,7 +67,7 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    LimitMarkdown,
+    LimitRenderedCells,
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,
@@ -84,6 +86,6 @@ c.OverwriteCells.add_missing_cells = True
 # (nbconvert's own clean_html keeps any class and id: a raw cell drew Bootstrap's modal over the page). They also
 # render nothing that takes minutes: code is highlighted as Python whatever a cell's metadata names, a code fence
 # only in a few languages, a cell past 20,000 characters is shown as text, and the graded notebook keeps at most
-# 100,000 characters of a submission's own Markdown (LimitMarkdown, above).
+# 100,000 characters of a submission's own cells (LimitRenderedCells, above).
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html, "clean_html": clean, "highlight_code": highlight_python}

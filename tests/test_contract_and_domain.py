@@ -951,3 +951,39 @@ def test_settings_the_lab_sets_before_its_first_test_are_the_baseline(monkeypatc
                            monkeypatch=monkeypatch)["modes changed"] == ["print options"]
     finally:
         torch.set_printoptions(precision=options)
+
+
+def test_private_torch_objects_parameter_objects_hooks_persistence_and_optimizers_are_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 24: a list kept in an object of a torch-private class (recorded by its type alone), a model's
+    parameters replaced by equal copies, a ``state_dict`` pre-hook and a buffer made non-persistent left on the
+    caller's model, and an optimizer argument left with another learning rate (not recorded at all)."""
+    log = torch.utils.data.dataloader.ExceptionWrapper((None, None, None), where=[])
+    assert contract_of(lambda t: log.where.append(1) or t * 2, torch.ones(2),
+                       monkeypatch=monkeypatch)["state kept by the function"]
+
+    def swaps(model: torch.nn.Module) -> torch.Tensor:
+        old = model.weight
+        model.weight = torch.nn.Parameter(old.detach().clone())
+        return old.sum().detach()
+
+    def hooks(model: torch.nn.Module) -> torch.Tensor:
+        model.register_state_dict_pre_hook(lambda *args: None)
+        return model.weight.sum().detach()
+
+    def persistence(model: torch.nn.Module) -> torch.Tensor:
+        model.register_buffer("running_mean", model.running_mean, persistent=False)
+        return model.weight.sum().detach()
+
+    for function, model in ((swaps, torch.nn.Linear(2, 1)), (hooks, torch.nn.Linear(2, 1)),
+                            (persistence, torch.nn.BatchNorm1d(2))):
+        changed = contract_of(function, model, monkeypatch=monkeypatch)["inputs changed"]
+        assert changed, function
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+
+    def slows(opt: torch.optim.Optimizer) -> float:
+        opt.param_groups[0]["lr"] = 0.0
+        return 1.0
+
+    assert contract_of(slows, optimizer, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+    assert contract_of(lambda opt: 1.0, optimizer, monkeypatch=monkeypatch)["inputs changed"] == []

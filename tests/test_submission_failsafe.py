@@ -284,28 +284,46 @@ def test_no_cell_takes_long_to_render_whatever_it_names(monkeypatch: pytest.Monk
     """Round 23: 18 KB of code fences in Pygments' easytrieve language took generate_feedback 4 min 42 s, code cells
     whose metadata named that language 1 min 48 s, and 9 MB of ``[a](`` in Markdown 9 min 14 s. A fence is
     highlighted only in a few languages, a code cell always as Python, a cell past MAX_RENDERED_CHARS is text,
-    and the graded notebook keeps at most MARKDOWN_BUDGET characters of a submission's own Markdown."""
+    and the graded notebook keeps at most RENDERED_BUDGET characters of a submission's own cells. Round 24: 98 KB of
+    ``<a`` in a raw cell took the sanitiser 445 s (a ``<`` that begins no tag), and an image pasted into a
+    Markdown cell stopped generate_feedback ("missing attachment")."""
     slow = "a" + "\t" * 3000 + "a"
     started = time.process_time()
     fenced = markdown_to_safe_html(f"```easytrieve\n{slow}\n```")
     code = safe_html.highlight_python(slow, "ipython3", {"magics_language": "easytrieve"})
     links = markdown_to_safe_html("[a](" * (safe_html.MAX_RENDERED_CHARS // 4 + 1))
+    strays = [safe_html.clean("<a" * 49_000), markdown_to_safe_html("<div\n" + "<a" * 9_990)]
     assert time.process_time() - started < 2.0
+    assert all(page.startswith("<pre>&lt;") for page in strays), [page[:20] for page in strays]
+    assert markdown_to_safe_html("![shot.png](attachment:shot.png)") == '<p><img alt="shot.png"></p>\n' 
     assert fenced.startswith("<pre><code>") and 'class="' not in fenced
     assert 'highlight hl-ipython3"><pre><span></span><span class="n">a</span>' in code
     assert links.startswith("<pre>[a](")
     assert '<span class="n">x</span>' in markdown_to_safe_html("```Python\nx = 1\n```")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# The lab's own"),
-                                               *[nbformat.v4.new_markdown_cell("m" * 15_000) for _ in range(8)]])
+                                               *[nbformat.v4.new_markdown_cell("m" * 15_000) for _ in range(4)],
+                                               *[nbformat.v4.new_raw_cell("m" * 15_000) for _ in range(2)],
+                                               *[nbformat.v4.new_code_cell("m" * 15_000) for _ in range(2)]])
     monkeypatch.setattr(safe_html, "release_cells", lambda config, resources: notebook.cells[:1])
-    limited, _ = safe_html.LimitMarkdown().preprocess(copy.deepcopy(notebook), {"nbgrader": {
+    limited, _ = safe_html.LimitRenderedCells().preprocess(copy.deepcopy(notebook), {"nbgrader": {
         "student": "s", "assignment": "lab"}})
     kept = [cell.source for cell in limited.cells if cell.source.startswith("m")]
-    assert len(kept) == safe_html.MARKDOWN_BUDGET // 15_000 and limited.cells[0].source == "# The lab's own"
-    assert limited.cells[-1].source.startswith("*[cut by the grader: 15,000 characters")
+    assert len(kept) == safe_html.RENDERED_BUDGET // 15_000 and limited.cells[0].source == "# The lab's own"
+    assert limited.cells[-1].source.startswith("# [cut by the grader: 15,000 characters")
     config = runpy.run_path(str(lab_tools.LABS / lab_tools.CONFIG_NAME), init_globals={"get_config": Config})["c"]
-    assert safe_html.LimitMarkdown in config.Autograde.autograde_preprocessors
+    assert safe_html.LimitRenderedCells in config.Autograde.autograde_preprocessors
     assert config.HTMLExporter.filters["highlight_code"] is safe_html.highlight_python
+
+
+def test_a_notebook_of_too_many_cells_is_refused_before_its_cells_are_read() -> None:
+    """Round 24: 20,000 cells of ``pass`` cost the grader 98 s of CPU past the kernel's time limit, and the
+    pages 50 s. The course's first step refuses more than MAX_CELLS (the failsafe: no marks, the reason)."""
+    cells = [nbformat.v4.new_code_cell("pass") for _ in range(intake.MAX_CELLS)]
+    intake.CellCountCheck().preprocess(nbformat.v4.new_notebook(cells=cells), {})
+    with pytest.raises(intake.TooManyCells, match="1,001 cells, more than the 1,000"):
+        intake.CellCountCheck().preprocess(nbformat.v4.new_notebook(cells=[*cells, cells[0]]), {})
+    config = runpy.run_path(str(lab_tools.LABS / lab_tools.CONFIG_NAME), init_globals={"get_config": Config})["c"]
+    assert config.Autograde.sanitize_preprocessors[0] is intake.CellCountCheck
 
 
 # --------------------------------------------------------------------------------- a small course

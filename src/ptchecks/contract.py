@@ -288,14 +288,21 @@ _LIBRARY_DIRS = (os.path.dirname(os.__file__) + os.sep, os.path.dirname(os.path.
 
 
 def _opaque(value: object) -> bool:
-    """Recorded by type alone: a Python module, code, or an object of torch's private machinery
-    (``torch._dynamo``'s compiled code and caches, ``torch._C``'s handles), whose insides change as torch
-    works, whoever calls. torch's public objects (an optimizer, a dataset, a hook's handle) are recorded by
-    their contents, as any other: state kept in an optimizer's ``state`` dict is state kept (round 20)."""
+    """Recorded by type alone: code, or an object of torch's compiler machinery (:data:`_MACHINERY`:
+    ``torch._dynamo``'s compiled code and caches, ``torch._C``'s handles), whose insides change as torch
+    works, whoever calls. torch's other objects (an optimizer, a dataset, a hook's handle, a private helper)
+    are recorded by their contents, as any other: state kept in an optimizer's ``state`` dict is state kept
+    (round 20). A module is recorded by the attributes the notebook's code names (:meth:`_Recorder.record`)."""
     if isinstance(value, types.CodeType):
         return True
     module = getattr(type(value), "__module__", "") or ""
-    return module.startswith("torch._") and _torchs(type(value)) and not isinstance(value, torch.nn.Module)
+    return (module.startswith(_MACHINERY) and _torchs(type(value)) and not isinstance(value, torch.nn.Module))
+
+
+#: torch's compiler machinery: its objects' insides change as it compiles, whoever calls. Any other object of
+#: torch's private modules is followed like any object (round 24: a list kept in a ``torch._utils`` object).
+_MACHINERY = ("torch._dynamo", "torch._inductor", "torch._functorch", "torch._subclasses", "torch._guards",
+              "torch._export", "torch._higher_order_ops", "torch._C")
 
 
 def _own_dict(value: object) -> dict | None:
@@ -467,6 +474,12 @@ def _module_state(module: torch.nn.Module, *, gradients: bool = True) -> dict[st
         "buffers": [(name, _tensor_state(t)) for name, t in _members(module, BUFFERS)],
         "training flags": [(name, _flag(sub)) for name, sub in _submodules(module)],
         "hooks": _hook_count(module),
+        # a buffer made non-persistent drops out of the caller's checkpoints (round 24)
+        "persistent buffers": [(name, sorted(map(str, (_own_dict(sub) or {}).get("_non_persistent_buffers_set", ()))))
+                               for name, sub in _submodules(module)],
+        # the same objects, not equal copies: an optimizer built on the caller's parameters must still reach them
+        # (round 24: each parameter replaced by a copy with its version counter matched)
+        "parameter and buffer objects": _Identity([t for kind in (PARAMETERS, BUFFERS) for _, t in _members(module, kind)]),
         "attributes": [(name, _plain_attributes(sub)) for name, sub in _submodules(module, remove_duplicate=False)],
     }
 
@@ -541,9 +554,27 @@ def _plain_attributes(module: torch.nn.Module) -> list[tuple[str, object]]:
 _MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))
 
 
+#: Every hook dict ``nn.Module`` keeps (forward, backward, ``state_dict`` and ``load_state_dict`` hooks, with
+#: kwargs or always called): round 24 left ``state_dict`` pre-hooks on a caller's model, which were not counted.
+_HOOK_DICTS = tuple(sorted(name for name, value in vars(torch.nn.Module()).items()
+                           if "hook" in name and isinstance(value, dict)))
+
+
+class _Identity:
+    """Objects compared by identity, in one call's records only (the objects are held, so no id is reused)."""
+
+    def __init__(self, objects: list[object]) -> None:
+        self.objects = objects
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _Identity) and len(self.objects) == len(other.objects)
+                and all(one is two for one, two in zip(self.objects, other.objects, strict=True)))
+
+    __hash__ = object.__hash__
+
+
 def _hook_count(module: torch.nn.Module) -> int:
-    attributes = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-                  "_state_dict_hooks", "_load_state_dict_pre_hooks")
+    attributes = _HOOK_DICTS
     # A parameter's gradient hooks and post-accumulate hooks, left behind, run in every later backward.
     tensor_hooks = sum(len(getattr(t, name, None) or {}) for _, t in _members(module, PARAMETERS)
                        for name in ("_backward_hooks", "_post_accumulate_grad_hooks"))
@@ -562,12 +593,16 @@ def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _state(value: object) -> object:
-    """A comparable record of one argument (or item): None for what a call cannot change."""
+    """A comparable record of one argument (or item): a tensor's state, a list's or dict's items (each recorded
+    on its own), and any other object by value all the way down (:class:`_Recorder`: round 24's step left the
+    caller's optimizer with a learning rate of 0 between calls, and an optimizer was not recorded)."""
     if isinstance(value, torch.Tensor):
         return _tensor_state(value)
     if isinstance(value, (list, dict)):
-        return (type(value), len(value), [id(item) for item in (value.values() if isinstance(value, dict) else value)])
-    return None
+        return (type(value), len(value), _Identity(list(value.values() if isinstance(value, dict) else value)))
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, tuple)):
+        return None  # immutable (a tuple's items are recorded on their own)
+    return _Recorder().record(value)
 
 
 def _same(a: object, b: object, *, rounding: bool = False) -> bool:

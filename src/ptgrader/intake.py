@@ -23,6 +23,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import parse_utc
 from tornado.log import LogFormatter
 
@@ -177,3 +179,22 @@ def drop_files_not_of_the_lab(graded: Path, source: Path, also_kept: tuple[str, 
             path.unlink()
             dropped.append(escaped(str(relative)))
     return sorted(dropped)
+
+
+#: More cells than this in one notebook is not a lab handed in: a lab has under a hundred, and the grader's and
+#: the pages' work per cell (about 5 ms of CPU) is not bounded by the kernel's time limit (round 24: 20,000
+#: cells of ``pass`` took 98 s of the grader's CPU and 50 s of ``generate_feedback``).
+MAX_CELLS = 1000
+
+
+class TooManyCells(ValueError):
+    """A notebook with more than :data:`MAX_CELLS` cells: the failsafe gives it no marks, and this reason."""
+
+
+class CellCountCheck(NbGraderPreprocessor):
+    """Refuse a notebook of more than :data:`MAX_CELLS` cells before any step reads them one by one."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        if len(nb.cells) > MAX_CELLS:
+            raise TooManyCells(f"{len(nb.cells):,} cells, more than the {MAX_CELLS:,} a submission may have")
+        return nb, resources

@@ -20,6 +20,7 @@ score and button, and an id the formgrader's script would have taken for a score
 
 from __future__ import annotations
 
+import functools
 import re
 from html import escape
 from typing import Any
@@ -100,22 +101,27 @@ PROTOCOLS = frozenset({"http", "https", "mailto"})
 MAX_DEPTH = 100
 MAX_TAGS = 2_000
 MAX_CHARS = 100_000
+MAX_STRAY = 100
 #: Elements that never hold others (no end tag): they open no level.
 _VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
                    "wbr"})
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*?(/?)>")
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^<>]*?(/?)>")  # no "<" inside: a search stops at the next one
 
 
 def _too_nested(html: str) -> bool:
-    """Whether ``html`` opens more than :data:`MAX_TAGS` tags, or nests them deeper than :data:`MAX_DEPTH`.
+    """Whether ``html`` opens more than :data:`MAX_TAGS` tags, nests them deeper than :data:`MAX_DEPTH`, or
+    holds more than :data:`MAX_STRAY` ``<`` that begin no tag.
 
     The open tags are kept as a parser keeps them: an end tag closes the innermost open tag of its name
     and every tag opened inside it, and an end tag that matches no open tag closes nothing (a browser
-    ignores it). Stops at the first level past the limit, so the stack it searches stays short.
+    ignores it). Stops at the first level past the limit, so the stack it searches stays short. A ``<``
+    that begins no tag is what HTML's tokenizer takes longest over (round 24: 98 KB of ``<a`` took the
+    sanitiser 445 s); the HTML nbconvert makes escapes such text as ``&lt;``.
     """
     open_tags: list[str] = []
-    opened = 0
+    opened = tags = 0
     for match in _TAG.finditer(html):
+        tags += 1
         closing, name, self_closing = match.groups()
         name = name.lower()
         if closing:
@@ -126,9 +132,10 @@ def _too_nested(html: str) -> bool:
             opened += 1
             if len(open_tags) > MAX_DEPTH or opened > MAX_TAGS:
                 return True
-    return False
+    return html.count("<") - tags > MAX_STRAY
 
 
+@functools.lru_cache(maxsize=512)  # a page's highlighted lab cells come here: the same HTML for every student
 def clean(html: str) -> str:
     """``html`` with everything that could run removed, and tags outside :data:`TAGS` escaped.
 
@@ -159,7 +166,13 @@ FENCE_LEXERS: dict[str, type[Lexer]] = {
 
 
 class _FenceRenderer(IPythonRenderer):
-    """nbconvert's Markdown renderer, with code fences highlighted only in :data:`FENCE_LEXERS`' languages."""
+    """nbconvert's Markdown renderer, with code fences highlighted only in :data:`FENCE_LEXERS`' languages, and
+    an image pasted into the cell left as its ``attachment:`` link, which :func:`clean` drops (nbconvert's
+    renderer, given no attachments, raised ``missing attachment``: an honest student's pasted screenshot
+    stopped ``generate_feedback``, round 24)."""
+
+    def _embed_image_or_attachment(self, src: str) -> str:
+        return src
 
     def block_code(self, code: str, info: str | None = None) -> str:
         words = (info or "").split(maxsplit=1)
@@ -174,6 +187,12 @@ def _as_text(source: str) -> str:
     return f"<pre>{shown}</pre>"
 
 
+#: How many cells' renderings each filter remembers: a class's pages show the lab's own cells again and again
+#: (the formgrader renders each submission's page anew), and a cell renders the same wherever it is.
+REMEMBERED_CELLS = 2048
+
+
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
 def markdown_to_safe_html(source: str) -> str:
     """A Markdown cell as HTML that runs nothing: nbconvert's Markdown renderer, then :func:`clean`; a cell past
     :data:`MAX_RENDERED_CHARS` as escaped text."""
@@ -187,37 +206,44 @@ def highlight_python(source: str, language: str | None = None, metadata: dict | 
     ``highlight_code`` takes the lexer from them: a cell's ``magics_language`` picked a lexer that takes minutes,
     round 23); a cell past :data:`MAX_RENDERED_CHARS` as escaped text. ``language`` and ``metadata`` are
     nbconvert's filter arguments, ignored."""
+    return _highlighted(source)
+
+
+@functools.lru_cache(maxsize=REMEMBERED_CELLS)
+def _highlighted(source: str) -> str:
     if len(source) > MAX_RENDERED_CHARS:
         return f'<div class="highlight hl-ipython3">{_as_text(source)}</div>'
     return highlight(source or " ", PythonLexer(), HtmlFormatter(cssclass=" highlight hl-ipython3"))
 
 
-#: Characters of Markdown a submission's own cells (those not the lab's) may hold for its pages to render in
-#: all: with :data:`MAX_RENDERED_CHARS` a cell, about 2.5 s of the slowest Markdown to render. A 10 MiB
-#: notebook of 20,000-character cells would otherwise take minutes.
-MARKDOWN_BUDGET = 100_000
+#: Characters a submission's own cells (those not the lab's: Markdown, raw and code) may hold for its pages to
+#: render in all; with :data:`MAX_RENDERED_CHARS` a cell, a few seconds of the slowest text to render. A 10 MiB
+#: notebook of 20,000-character cells took minutes (round 24: raw cells and code full of ``<``).
+RENDERED_BUDGET = 100_000
 
 
-class LimitMarkdown(NbGraderPreprocessor):
-    """The Markdown cells a submission added, in the graded notebook that the feedback page and the formgrader
-    render, cut to :data:`MARKDOWN_BUDGET` characters in all: a cell past what is left becomes a note that says
-    how long it was (the submitted notebook keeps it). The lab's own cells, and cells with nbgrader metadata
-    (only the lab's keep it), are never cut: each is at most :data:`MAX_RENDERED_CHARS` to render."""
+class LimitRenderedCells(NbGraderPreprocessor):
+    """The cells a submission added, in the graded notebook that the feedback page and the formgrader render,
+    cut to :data:`RENDERED_BUDGET` characters in all: a cell past what is left keeps only a note that says how
+    long it was (the submitted notebook keeps it; the run is over, so nothing it computed changes). The lab's
+    own cells, and cells with nbgrader metadata (only the lab's keep it: the student's answers), are never cut:
+    each is at most :data:`MAX_RENDERED_CHARS` to render."""
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        lab_text = {cell.source for cell in release_cells(self.config, resources) if cell.cell_type == "markdown"}
-        left, cut = MARKDOWN_BUDGET, 0
+        lab_text = {cell.source for cell in release_cells(self.config, resources)}
+        left, cut = RENDERED_BUDGET, 0
         for cell in nb.cells:
-            if cell.cell_type != "markdown" or cell.source in lab_text or "nbgrader" in cell.get("metadata", {}):
+            if cell.source in lab_text or "nbgrader" in cell.get("metadata", {}):
                 continue
             if len(cell.source) <= left:
                 left -= len(cell.source)
                 continue
-            cell.source = (f"*[cut by the grader: {len(cell.source):,} characters of Markdown, past the "
-                           f"{MARKDOWN_BUDGET:,} that a submission's pages show; the submitted notebook keeps them]*")
+            note = (f"[cut by the grader: {len(cell.source):,} characters, past the {RENDERED_BUDGET:,} of a "
+                    "submission's own cells that its pages show; the submitted notebook keeps them]")
+            cell.source = f"# {note}" if cell.cell_type == "code" else f"*{note}*"
             left, cut = 0, cut + 1
         if cut:
             info = resources["nbgrader"]
-            self.log.warning("ptgrader: %s/%s: %d Markdown cells cut for the pages (past %d characters)",
-                             info["student"], info["assignment"], cut, MARKDOWN_BUDGET)
+            self.log.warning("ptgrader: %s/%s: %d cells cut for the pages (past %d characters)",
+                             info["student"], info["assignment"], cut, RENDERED_BUDGET)
         return nb, resources
