@@ -985,5 +985,5 @@ def test_private_torch_objects_parameter_objects_hooks_persistence_and_optimizer
         opt.param_groups[0]["lr"] = 0.0
         return 1.0
 
-    assert contract_of(slows, optimizer, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+    assert contract_of(slows, optimizer, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (settings)"]
     assert contract_of(lambda opt: 1.0, optimizer, monkeypatch=monkeypatch)["inputs changed"] == []

@@ -150,8 +150,9 @@ class _Recorder:
     past :data:`_RECORD_LIMIT` values the record equals nothing (:class:`_Uncomparable`).
     """
 
-    def __init__(self, limit: int = _RECORD_LIMIT) -> None:
+    def __init__(self, limit: int = _RECORD_LIMIT, *, gradients: bool = True) -> None:
         self.left = limit
+        self.gradients = gradients  # False: a tensor's ``.grad`` is left out (a part that leaves it free)
         self.met: dict[int, int] = {}
         self.kept: list[object] = []  # what was met stays alive, so no id is reused while recording
         self.names: set[str] = set()  # the names the notebook's code met so far reads, writes or spells
@@ -186,7 +187,7 @@ class _Recorder:
         self.met[id(value)] = len(self.met)
         self.kept.append(value)
         if isinstance(value, torch.Tensor):
-            return _tensor_state(value, self)
+            return _tensor_state(value, self, gradient=self.gradients)
         if isinstance(value, torch.Generator):
             return (type_name(kind), bytes(value.get_state().numpy()) if value.device.type == "cpu" else None)
         if isinstance(value, type):
@@ -592,7 +593,7 @@ def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
     return True
 
 
-def _state(value: object) -> object:
+def _state(value: object, *, gradients: bool = True) -> object:
     """A comparable record of one argument (or item): a tensor's state, a list's or dict's items (each recorded
     on its own), and any other object by value all the way down (:class:`_Recorder`: round 24's step left the
     caller's optimizer with a learning rate of 0 between calls, and an optimizer was not recorded)."""
@@ -602,7 +603,23 @@ def _state(value: object) -> object:
         return (type(value), len(value), _Identity(list(value.values() if isinstance(value, dict) else value)))
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes, tuple)):
         return None  # immutable (a tuple's items are recorded on their own)
-    return _Recorder().record(value)
+    return _Recorder(gradients=gradients).record(value)
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer, *, gradients: bool = True) -> dict[str, object]:
+    """An optimizer's state, part by part (as a module's): a step may change its ``state`` (momentum, the step
+    count), never its ``settings`` (each group's learning rate and the other hyperparameters) nor which
+    parameters it holds (round 24: a step left every group's ``lr`` at 0 between calls)."""
+    fields = _own_dict(optimizer) or {}
+    groups = [dict.items(group) for group in fields.get("param_groups", []) if isinstance(group, dict)]
+    recorder = _Recorder(gradients=gradients)
+    return {
+        "settings": [[(key, recorder(item)) for key, item in group if key != "params"] for group in groups],
+        "state": recorder(fields.get("state")),
+        "parameters": _Identity([item for group in groups for key, items in group if key == "params"
+                                 for item in (items if isinstance(items, list) else [items])]),
+        "other": recorder({key: item for key, item in fields.items() if key not in ("param_groups", "state")}),
+    }
 
 
 def _same(a: object, b: object, *, rounding: bool = False) -> bool:
@@ -632,11 +649,12 @@ def _records(args: tuple[Any, ...], kwargs: dict[str, Any], *, gradients: bool =
     records: dict[str, object] = {}
     for name, value in arguments.items():
         for path, leaf in _leaves(value, name):
-            if isinstance(leaf, torch.nn.Module):
-                parts = _module_state(leaf, gradients=gradients)
+            if isinstance(leaf, (torch.nn.Module, torch.optim.Optimizer)):
+                parts = (_module_state if isinstance(leaf, torch.nn.Module) else _optimizer_state)(
+                    leaf, gradients=gradients)
                 records |= {f"{path} ({part})": state for part, state in parts.items()}
             else:
-                records[path] = _state(leaf)
+                records[path] = _state(leaf, gradients=gradients)
     return records
 
 
