@@ -321,7 +321,7 @@ def test_a_notebook_of_too_many_cells_is_refused_before_its_cells_are_read() -> 
     cells = [nbformat.v4.new_code_cell("pass") for _ in range(intake.MAX_CELLS)]
     intake.CellCountCheck().preprocess(nbformat.v4.new_notebook(cells=cells), {})
     with pytest.raises(intake.TooManyCells, match="1,001 cells, more than the 1,000"):
-        intake.CellCountCheck().preprocess(nbformat.v4.new_notebook(cells=[*cells, cells[0]]), {})
+        intake.CellCountCheck().preprocess(nbformat.v4.new_notebook(cells=[*cells, nbformat.v4.new_code_cell()]), {})
     config = runpy.run_path(str(lab_tools.LABS / lab_tools.CONFIG_NAME), init_globals={"get_config": Config})["c"]
     assert config.Autograde.sanitize_preprocessors[0] is intake.CellCountCheck
 
