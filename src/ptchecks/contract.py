@@ -669,10 +669,10 @@ def _prop_names(klass: type) -> tuple[str, ...]:
     return tuple(sorted(name for name, item in vars(klass).items() if isinstance(item, torch.backends.ContextProp)))
 
 
-def _set_prop_flags(module: object, flags: tuple[tuple[str, object], ...]) -> None:
-    for name, value in flags:
-        if getattr(module, name) != value:
-            setattr(module, name, value)
+def _backend_flags(module: object) -> tuple[Callable[[], object], Callable[[Any], object]]:
+    """(read, set back) a ``torch.backends`` module's flags, for :data:`_QUIET`."""
+    return (lambda: _prop_flags(module),
+            lambda found: _set_attributes(module, tuple(name for name, _ in found), tuple(value for _, value in found)))
 
 
 def _print_options() -> tuple[object, ...]:
@@ -751,10 +751,10 @@ def _set_sdp(found: tuple[bool, ...]) -> None:
 _QUIET: dict[str, tuple[Callable[[], object], Callable[[Any], object]]] = {
     "anomaly detection": (lambda: (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()),
                           lambda found: torch.autograd.set_detect_anomaly(found[0], check_nan=found[1])),
-    "cuDNN": (lambda: _prop_flags(torch.backends.cudnn), lambda found: _set_prop_flags(torch.backends.cudnn, found)),
-    "oneDNN": (lambda: _prop_flags(torch.backends.mkldnn), lambda found: _set_prop_flags(torch.backends.mkldnn, found)),
-    "MIOpen": (lambda: _prop_flags(torch.backends.miopen), lambda found: _set_prop_flags(torch.backends.miopen, found)),
-    "fp32 precision": (lambda: _prop_flags(torch.backends), lambda found: _set_prop_flags(torch.backends, found)),
+    "cuDNN": _backend_flags(torch.backends.cudnn),
+    "oneDNN": _backend_flags(torch.backends.mkldnn),
+    "MIOpen": _backend_flags(torch.backends.miopen),
+    "fp32 precision": _backend_flags(torch.backends),
     "CUDA matmul": (lambda: tuple(getattr(_CUDA.matmul, name) for name in _MATMUL),
                     lambda found: _set_attributes(_CUDA.matmul, _MATMUL, found)),
     # after the fp32_precision flags above: put back in this order, the legacy API is set last, as it was
