@@ -987,3 +987,52 @@ def test_private_torch_objects_parameter_objects_hooks_persistence_and_optimizer
 
     assert contract_of(slows, optimizer, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0 (settings)"]
     assert contract_of(lambda opt: 1.0, optimizer, monkeypatch=monkeypatch)["inputs changed"] == []
+
+
+def test_graphs_cache_statistics_classes_storage_around_a_slice_and_shared_memory_are_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 25: a count kept in a module-level tensor's autograd history (the tensor itself stays 0 at version 0),
+    in an ``lru_cache``'s hit count, a caller's activation swapped for one of another class, a caller's base
+    tensor zeroed around the slice passed in, and a result sharing the input's memory through a storage that
+    starts at the slice (another address). Each is seen; the same functions without the trick are not."""
+    trail = [torch.zeros((), requires_grad=True)]
+
+    def grows_a_graph(t: torch.Tensor) -> torch.Tensor:
+        kept = t.detach().sum().requires_grad_()
+        trail[0] = trail[0] + kept * 0.0
+        return t * 2
+
+    tick = functools.lru_cache(maxsize=None)(lambda: None)
+    tick()
+    assert contract_of(grows_a_graph, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"]
+    assert contract_of(lambda t: tick() or t * 2, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"]
+    constant = torch.ones(()).requires_grad_() * 3  # a graph built once, read at each call: no state kept
+    assert not contract_of(lambda t: t * constant.detach(), torch.ones(2),
+                           monkeypatch=monkeypatch)["state kept by the function"]
+
+    def swaps_the_activation(model: torch.nn.Sequential) -> torch.Tensor:
+        model[1] = torch.nn.Sigmoid()
+        return model[0].weight.sum().detach()
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+    assert contract_of(swaps_the_activation, model, monkeypatch=monkeypatch)["inputs changed"] == [
+        "argument 0 (classes)"]
+
+    def zeroes_around(x: torch.Tensor) -> torch.Tensor:
+        whole = torch.empty(0, dtype=torch.uint8).set_(x.untyped_storage())
+        kept = x.clone()
+        whole.zero_()
+        torch.empty(0).set_(x.untyped_storage(), x.storage_offset(), x.shape, x.stride()).copy_(kept)
+        return kept * 2
+
+    base = torch.arange(1.0, 9.0).reshape(2, 4)
+    assert contract_of(zeroes_around, base[:, ::2], monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"]
+
+    def aliases_through_a_sliced_storage(row: torch.Tensor) -> torch.Tensor:
+        start = row.storage_offset() * row.element_size()
+        return torch.empty(0).set_(row.untyped_storage()[start:], 0, row.shape, row.stride())
+
+    row = torch.arange(10.0).reshape(2, 5)[1]
+    assert contract_of(aliases_through_a_sliced_storage, row, monkeypatch=monkeypatch)["aliases"] == [
+        "shares memory with argument 0"]
+    assert contract_of(lambda r: r.clone(), row, monkeypatch=monkeypatch)["aliases"] == []

@@ -379,9 +379,9 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
 def _held_in_cpp(value: object) -> object:
-    """What torch keeps in C++ for the objects a call could keep state in, which neither the garbage collector
+    """What C code keeps for the objects a call could keep state in, which neither the garbage collector
     nor ``__reduce__`` shows (round 21): a storage's bytes (as a digest), a future's result once
-    it has one. None for anything else."""
+    it has one, an ``lru_cache``'s statistics. None for anything else."""
     if isinstance(value, (torch.UntypedStorage, torch.TypedStorage)):
         storage = value.untyped_storage() if isinstance(value, torch.TypedStorage) else value
         if storage.device.type == "meta":
@@ -394,6 +394,8 @@ def _held_in_cpp(value: object) -> object:
         return dict(value.metadata)  # a graph node held on its own (round 22), not only through a tensor
     if isinstance(value, torch.futures.Future):
         return ("done", value.value()) if value.done() else "pending"
+    if isinstance(value, functools._lru_cache_wrapper):
+        return tuple(value.cache_info())  # its hit count, a counter in C (round 25)
     return None
 
 
@@ -418,14 +420,13 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     """What a caller can see of a tensor: its values (none on ``meta``), layout, version and (``gradient``)
     its ``.grad``, and the attributes set on it, by value (an old gradient kept as ``p.saved`` stays in memory),
     but torch's own marks (:data:`TORCH_MARKS`)."""
-    reached = recorder is not None  # through an attribute or a global, not an argument's own record
     recorder = recorder or _Recorder()
     values = None if tensor.is_meta else tensor.detach().clone()
-    # a view's storage beyond the view (written through .data, which no version counter sees), and what a
-    # graph node keeps in its metadata: state a call could keep there (round 21); an argument's values are
-    # its own record (a large input's whole storage would be copied at every record)
-    beyond = recorder(tensor.untyped_storage()) if reached and _covers_less(tensor) else None
-    node = recorder(dict(tensor.grad_fn.metadata)) if tensor.grad_fn is not None else None
+    # a view's storage beyond the view, as a digest: written through .data, which no version counter sees, or
+    # through a tensor of its own over the same storage (round 25: a call zeroed the caller's base around the
+    # slice it was given, and wrote the slice back)
+    beyond = _held_in_cpp(tensor.untyped_storage()) if _covers_less(tensor) else None
+    node = _graph(tensor.grad_fn, recorder) if tensor.grad_fn is not None else None
     grad = _gradient_state(tensor) if gradient else None
     attributes = [(name, recorder(value)) for name, value in sorted(vars(tensor).items())
                   if not _torch_mark(name, value)]
@@ -433,8 +434,59 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     # module's parameters' hooks are its own part, "hooks")
     held = [recorder(getattr(tensor, name, None)) for name in ("_backward_hooks", "_post_accumulate_grad_hooks")
             ] if hooks else None
-    return (values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
+    return (type(tensor), values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
             tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node)
+
+
+#: How many autograd nodes :func:`_graph` follows behind one tensor; a longer history counts as changed.
+_GRAPH_LIMIT = 100_000
+
+
+def _graph(root: torch.autograd.graph.Node, recorder: _Recorder) -> object:
+    """A tensor's autograd history: every node behind it, by type, with its metadata and what it saved.
+
+    Why the whole graph: a tensor kept between calls can stay 0, at version 0, while each call adds a node
+    to its history that saves a copy of the caller's input (round 25: memory that grows at each call, and a
+    counter read back by walking ``next_functions``). Only its first node's metadata was recorded.
+    """
+    seen = {id(root)}
+    pending, nodes = [root], []
+    while pending:
+        if len(nodes) >= _GRAPH_LIMIT:
+            return _Uncomparable()
+        node = pending.pop()
+        nodes.append((type(node).__name__, recorder(dict(node.metadata)), _saved(node, recorder)))
+        for following, _ in node.next_functions:
+            if following is not None and id(following) not in seen:
+                seen.add(id(following))
+                pending.append(following)
+    return nodes
+
+
+def _saved(node: torch.autograd.graph.Node, recorder: _Recorder) -> list[tuple[str, object]]:
+    """What an autograd node saved for backward (its ``_saved_*`` attributes), and the leaf an accumulator
+    feeds, by identity (its ``.grad`` is the caller's to fill: a backward through an input is no change to it).
+
+    A saved tensor is recorded by its values, not its history: the history is the graph being walked.
+    """
+    found: list[tuple[str, object]] = []
+    for name in dir(node):
+        if name == "variable":
+            found.append((name, _Identity([node.variable])))
+        elif name.startswith("_saved_"):
+            try:
+                held = getattr(node, name)
+            except RuntimeError:  # freed by a backward pass
+                found.append((name, "freed"))
+                continue
+            items = held if isinstance(held, (list, tuple)) else [held]
+            found.append((name, [_values(item) if isinstance(item, torch.Tensor) else recorder(item) for item in items]))
+    return found
+
+
+def _values(tensor: torch.Tensor) -> tuple[object, ...]:
+    """A tensor's shape, dtype and values (none on ``meta``)."""
+    return (tuple(tensor.shape), tensor.dtype, None if tensor.is_meta else tensor.detach().clone())
 
 
 #: The marks torch itself sets on a tensor it works with, by name and value: ``torch.cond``, run eagerly, marks
@@ -469,18 +521,22 @@ def _module_state(module: torch.nn.Module, *, gradients: bool = True) -> dict[st
     first. ``gradients=False`` leaves the parameters' ``.grad`` out, for a part whose text leaves free
     what they hold after the call.
     """
+    submodules = _submodules(module)  # walked once for every part (the parts were 8 walks of the tree)
+    parameters, buffers = _members(module, PARAMETERS, submodules), _members(module, BUFFERS, submodules)
     return {
-        "parameters": [(name, _tensor_state(t, gradient=False, hooks=False)) for name, t in _members(module, PARAMETERS)],
-        **({"gradients": [(name, _gradient_state(t)) for name, t in _members(module, PARAMETERS)]} if gradients else {}),
-        "buffers": [(name, _tensor_state(t)) for name, t in _members(module, BUFFERS)],
-        "training flags": [(name, _flag(sub)) for name, sub in _submodules(module)],
-        "hooks": _hook_count(module),
+        "parameters": [(name, _tensor_state(t, gradient=False, hooks=False)) for name, t in parameters],
+        **({"gradients": [(name, _gradient_state(t)) for name, t in parameters]} if gradients else {}),
+        "buffers": [(name, _tensor_state(t)) for name, t in buffers],
+        "training flags": [(name, _flag(sub)) for name, sub in submodules],
+        # a child swapped for one of another class with nothing to record (round 25: Tanh for Sigmoid)
+        "classes": [(name, type(sub)) for name, sub in submodules],
+        "hooks": _hook_count(module, submodules, parameters),
         # a buffer made non-persistent drops out of the caller's checkpoints (round 24)
         "persistent buffers": [(name, sorted(map(str, (_own_dict(sub) or {}).get("_non_persistent_buffers_set", ()))))
-                               for name, sub in _submodules(module)],
+                               for name, sub in submodules],
         # the same objects, not equal copies: an optimizer built on the caller's parameters must still reach them
         # (round 24: each parameter replaced by a copy with its version counter matched)
-        "parameter and buffer objects": _Identity([t for kind in (PARAMETERS, BUFFERS) for _, t in _members(module, kind)]),
+        "parameter and buffer objects": _Identity([t for _, t in parameters + buffers]),
         "attributes": [(name, _plain_attributes(sub)) for name, sub in _submodules(module, remove_duplicate=False)],
     }
 
@@ -519,12 +575,14 @@ def _submodules(module: torch.nn.Module, *, remove_duplicate: bool = True) -> li
     return found
 
 
-def _members(module: torch.nn.Module, kind: str) -> list[tuple[str, torch.Tensor]]:
+def _members(module: torch.nn.Module, kind: str,
+             submodules: list[tuple[str, torch.nn.Module]] | None = None) -> list[tuple[str, torch.Tensor]]:
     """``named_parameters()`` (``kind`` :data:`PARAMETERS`) or ``named_buffers()`` (:data:`BUFFERS`) as
-    ``nn.Module`` defines them (each tensor once, under its first name), walked through :func:`_internal`."""
+    ``nn.Module`` defines them (each tensor once, under its first name), walked through :func:`_internal`
+    (or over ``submodules``, the module's :func:`_submodules` already walked)."""
     seen: set[int] = set()
     found = []
-    for prefix, sub in _submodules(module):
+    for prefix, sub in submodules if submodules is not None else _submodules(module):
         for name, tensor in dict.items(_internal(sub, kind)):
             if isinstance(tensor, torch.Tensor) and id(tensor) not in seen:
                 seen.add(id(tensor))
@@ -574,12 +632,15 @@ class _Identity:
     __hash__ = object.__hash__
 
 
-def _hook_count(module: torch.nn.Module) -> int:
-    attributes = _HOOK_DICTS
+def _hook_count(module: torch.nn.Module, submodules: list[tuple[str, torch.nn.Module]] | None = None,
+                parameters: list[tuple[str, torch.Tensor]] | None = None) -> int:
+    """Every hook on the module's tree (``submodules`` and ``parameters``: the tree already walked)."""
+    submodules = submodules if submodules is not None else _submodules(module)
+    parameters = parameters if parameters is not None else _members(module, PARAMETERS, submodules)
     # A parameter's gradient hooks and post-accumulate hooks, left behind, run in every later backward.
-    tensor_hooks = sum(len(getattr(t, name, None) or {}) for _, t in _members(module, PARAMETERS)
+    tensor_hooks = sum(len(getattr(t, name, None) or {}) for _, t in parameters
                        for name in ("_backward_hooks", "_post_accumulate_grad_hooks"))
-    return sum(len(_internal(sub, name)) for _, sub in _submodules(module) for name in attributes) + tensor_hooks
+    return sum(len(_internal(sub, name)) for _, sub in submodules for name in _HOOK_DICTS) + tensor_hooks
 
 
 def _within_rounding(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -820,18 +881,20 @@ def _quiet_baseline() -> dict[str, object]:
     return _BASELINE
 
 
-def put_back_quiet_settings() -> None:
+def put_back_quiet_settings(found: dict[str, object] | None = None) -> None:
     """The quiet settings as :func:`_quiet_baseline` has them: at the start of each graded test cell
     (``ptchecks.begin``), and before and after each :func:`call`.
 
     So a setting a part leaves changed costs that part alone: :func:`call` reports one it finds changed
     when it starts (left so by this cell's earlier code: a visible test's unchecked call of the part's
     function, or of what it returned), then starts from the baseline, where it sees the function change
-    one again; what the function leaves changed does not reach a later part.
+    one again; what the function leaves changed does not reach a later part. ``found``: the settings just
+    read (:func:`_quiet_settings`), so they are not read twice.
     """
     baseline = _quiet_baseline()
-    for label, (read, write) in _QUIET.items():
-        if not _same(_read(read), baseline[label]):
+    found = found if found is not None else _quiet_settings()
+    for label, (_, write) in _QUIET.items():
+        if not _same(found[label], baseline[label]):
             write(baseline[label])
 
 
@@ -925,8 +988,7 @@ def _aliases(result: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> l
         for path, leaf in inputs:
             if out is leaf and isinstance(leaf, (list, dict, torch.Tensor, torch.nn.Module)):
                 found.append(f"is {path}")
-            elif (isinstance(out, torch.Tensor) and isinstance(leaf, torch.Tensor) and not out.is_meta
-                  and out.untyped_storage().nbytes() and out.untyped_storage().data_ptr() == leaf.untyped_storage().data_ptr()):
+            elif _shares_memory(out, leaf):
                 found.append(f"shares memory with {path}")
     return sorted(set(found))
 
@@ -950,6 +1012,13 @@ def _memory(value: object) -> tuple[int, int] | None:
         return None
     storage = value.untyped_storage()
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def _shares_memory(one: object, other: object) -> bool:
+    """Whether two tensors' storages cover some of the same bytes. Not whether their storages start at the same
+    address: a storage made from a slice of another (``row.untyped_storage()[8:]``) starts elsewhere and is the
+    same memory (round 25)."""
+    return _overlap(_memory(one), _memory(other))
 
 
 def _overlap(one: tuple[int, int] | None, other: tuple[int, int] | None) -> bool:
@@ -1020,8 +1089,9 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
-    left_changed = _changed(_quiet_baseline(), _quiet_settings()) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
-    put_back_quiet_settings()
+    found = _quiet_settings()
+    left_changed = _changed(_quiet_baseline(), found) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
+    put_back_quiet_settings(found)
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
     first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)

@@ -201,7 +201,9 @@ class Domain:
         self._draws += 1  # two inputs of one case differ; the same test code draws in the same order
         specials = family == "inf/nan" and dtype.is_floating_point and math.prod(shape) > 0
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(case.seed * 1000 + self._draws)
+            # the CPU's generator alone, where the values are drawn: torch.manual_seed also queues a seed for
+            # every other device type, each with a copy of the Python stack (4% of lab 02's checks)
+            torch.default_generator.manual_seed(case.seed * 1000 + self._draws)
             if family == "ties" and dtype is not torch.bool:
                 storage = torch.testing.make_tensor(storage_shape, dtype=torch.int64, device="cpu", low=-2, high=3)
                 storage = storage.to(dtype)
