@@ -23,7 +23,13 @@ try:  # the grading service: in the repository's environment (`make setup`), not
     from ptgrader.intake import CellCountCheck
     from ptgrader.metadata_check import CheckCellMetadata  # nbgrader's, its schema compiled once
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
-    from ptgrader.safe_html import LimitRenderedCells, clean, highlight_python, markdown_to_safe_html
+    from ptgrader.safe_html import (
+        LimitRenderedCells,
+        clean,
+        highlight_python,
+        markdown_to_safe_html,
+        template_basedirs,
+    )
 except ImportError as missing:
     raise SystemExit(
         f"labs/nbgrader_config.py: the grading service is not importable ({missing}). Grade in the repository's"
@@ -89,3 +95,7 @@ c.OverwriteCells.add_missing_cells = True
 # 100,000 characters of a submission's own cells (LimitRenderedCells, above).
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html, "clean_html": clean, "highlight_code": highlight_python}
+# Nor do they typeset TeX: a student's TeX is a program MathJax runs in the reader's browser (it drew a passing
+# verdict over a failed part, and hung the page for minutes), and the labs' text has no mathematics. Our
+# templates come first, and replace the one that loads MathJax (src/ptgrader/templates/base/mathjax.html.j2).
+c.HTMLExporter.extra_template_basedirs = template_basedirs()

@@ -9,7 +9,8 @@ what in a rendered Markdown cell (the students' text) steers the page's own scri
 (the formgrader finds each score field by its id) or a ``class`` beyond code highlighting's (Bootstrap's
 ``modal show in`` draws a box over the whole page). The templates' own ids and classes (a cell's id, an
 error output's colours) are theirs.
-The templates bring scripts and handlers of their own (MathJax, the formgrader's code), so a page is
+The templates bring scripts and handlers of their own (the formgrader's code; MathJax no longer: see
+:func:`typesetting`), so a page is
 judged against the page of an honest submission made the same way: it may hold nothing active the
 honest page does not (the formgrader's pages differ only by the submission's id, replaced by a
 placeholder).
@@ -110,11 +111,15 @@ def formgrader_pages(course: Path, lab: str, students: str, exclude: Collection[
     from nbconvert import HTMLExporter
     from nbgrader.api import Gradebook
     from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader(lab_tools.CONFIG_NAME, path=str(course)).load_config()
+    # as the formgrader does: its own settings first (FormgradeExtension.build_extra_config), then the course's
+    # nbgrader_config.py over them (NbGrader.initialize loads it last)
+    config = Config()
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    config.merge(PyFileConfigLoader(lab_tools.CONFIG_NAME, path=str(course)).load_config())
     exporter = HTMLExporter(config=config)
     pages = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
@@ -131,3 +136,8 @@ def formgrader_pages(course: Path, lab: str, students: str, exclude: Collection[
             page, _ = exporter.from_filename(str(path), resources=resources)
             pages[student] = page.replace(submission.id, "<submission id>")  # the same template code on every page
     return pages
+
+
+def typesetting(html: str) -> list[str]:
+    """The scripts of a page that typeset TeX (MathJax): a student's TeX would run in the reader's browser."""
+    return [part for part in active_parts(html) if "mathjax" in part.lower()]

@@ -124,6 +124,9 @@ def test_the_kernels_environment_is_an_allow_list() -> None:
     env = jail.kernel_env(grader)
     assert env["PATH"] == "/usr/bin" and env["OMP_NUM_THREADS"] == "2" and env["HOME"] == jail.HOME
     assert not {"JUPYTERHUB_API_TOKEN", "AWS_SECRET"} & set(env)
+    # OpenMP's threads wait without spinning on a shared core, unless the instructor says otherwise
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert jail.kernel_env({**grader, "OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 # ------------------------------------------------------------------------------------- system calls

@@ -401,6 +401,10 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
     shown = sorted(student for by_student in pages.values() for student in by_student if student in left_out)
     assert not shown, f"pages made for withheld twins that were to be left out: {shown}"
     assert not problems, "active content from a submission:\n  " + "\n  ".join(problems)
+    # Round 25: TeX in a Markdown cell drew a passing verdict over a failed part, and hung the page for minutes
+    typeset = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
+                     for student, page in by_student.items() if html_pages.typesetting(page))
+    assert not typeset, f"pages that load a TeX typesetter: {typeset[:3]}"
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

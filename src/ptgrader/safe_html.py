@@ -23,10 +23,12 @@ from __future__ import annotations
 import functools
 import re
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import bleach
+import nbgrader
 from mistune import HTMLRenderer
 from nbformat.notebooknode import NotebookNode
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
@@ -38,6 +40,17 @@ from pygments.lexers import BashLexer, JsonLexer, PythonConsoleLexer, PythonLexe
 from pygments.token import STANDARD_TYPES
 
 from .repair import release_cells
+
+#: Templates that come before nbconvert's and nbgrader's: ``base/mathjax.html.j2``, so the pages load no MathJax.
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: nbgrader's own templates of the feedback page and the formgrader (``feedback/``, ``formgrade/``).
+NBGRADER_TEMPLATES = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates"
+
+
+def template_basedirs() -> list[str]:
+    """``HTMLExporter.extra_template_basedirs`` for the course: ours first, then nbgrader's (which
+    ``generate_feedback`` and the formgrader set alone when the configuration names none)."""
+    return [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
 
 #: What Markdown (and the headings' anchor links, tables and highlighted code of nbconvert) produces.
 TAGS = frozenset({
