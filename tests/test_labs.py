@@ -388,9 +388,9 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
     assert not reports, f"the grader's report was copied into a student's feedback: {reports[:3]}"
     problems = []
     for kind, by_student in pages.items():
-        honest = {part for student, page in by_student.items() if student.startswith(lab_tools.SOLUTION_STUDENT)
-                  for part in html_pages.active_parts(page)}
-        assert honest, f"no honest submission's {kind} page to compare with"
+        honest_pages = [page for student, page in by_student.items() if student.startswith(lab_tools.SOLUTION_STUDENT)]
+        assert honest_pages, f"no honest submission's {kind} page to compare with"
+        honest = {part for page in honest_pages for part in html_pages.active_parts(page)}  # none on a feedback page
         for student, page in sorted(by_student.items()):
             added = [part for part in html_pages.active_parts(page) if part not in honest]
             if added:
