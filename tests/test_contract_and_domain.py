@@ -1036,3 +1036,48 @@ def test_graphs_cache_statistics_classes_storage_around_a_slice_and_shared_memor
     assert contract_of(aliases_through_a_sliced_storage, row, monkeypatch=monkeypatch)["aliases"] == [
         "shares memory with argument 0"]
     assert contract_of(lambda r: r.clone(), row, monkeypatch=monkeypatch)["aliases"] == []
+
+
+class _Tally(int):
+    """A count kept as an int subclass, whose value no field or referent shows."""
+
+
+def test_dict_order_c_fields_number_subclasses_storage_and_bits_are_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 26: counters kept in an OrderedDict's order, a defaultdict's ``default_factory`` and an int subclass;
+    a caller's tensor given new memory (``a.data = a.data.clone()``), and its ``-0.0`` and ``inf`` rewritten
+    through ``.data`` (``torch.equal`` with ``nan_to_num`` saw neither). Each is seen; an honest function that
+    names ``torch.nan`` keeps no state (``nan == nan`` is False, and its record compared so)."""
+    order = collections.OrderedDict(a=None, b=None)
+    factory = collections.defaultdict(int)
+    counts = [_Tally(0)]
+
+    def in_the_order(t: torch.Tensor) -> torch.Tensor:
+        order.move_to_end(next(iter(order)))
+        return t * 2
+
+    def in_the_factory(t: torch.Tensor) -> torch.Tensor:
+        factory.default_factory = functools.partial(int, factory.default_factory() + 1)
+        return t * 2
+
+    def in_a_subclass(t: torch.Tensor) -> torch.Tensor:
+        counts[0] = _Tally(counts[0] + 1)
+        return t * 2
+
+    for function in (in_the_order, in_the_factory, in_a_subclass):
+        assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
+    assert not contract_of(lambda t: torch.where(t.isnan(), torch.nan, t), torch.ones(2),
+                           monkeypatch=monkeypatch)["state kept by the function"]
+
+    def new_memory(a: torch.Tensor) -> torch.Tensor:
+        a.data = a.data.clone()
+        return a * 2
+
+    def rewrites_bits(a: torch.Tensor) -> torch.Tensor:
+        result = a * 2
+        a.data.nan_to_num_(nan=float("nan"))  # inf to the largest finite value
+        a.data.add_(0.0)  # -0.0 to 0.0
+        return result
+
+    for function, given in ((new_memory, torch.ones(3)), (rewrites_bits, torch.tensor([-0.0, float("inf")])),
+                            (rewrites_bits, torch.tensor([-0.0, 1.0]))):
+        assert contract_of(function, given, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"], function

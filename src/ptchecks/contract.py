@@ -47,6 +47,7 @@ import functools
 import gc
 import hashlib
 import os
+import struct
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -201,8 +202,13 @@ class _Recorder:
 
     def _contents(self, value: object) -> object:
         """What ``value`` holds as its base type holds it, read without any method of its own class."""
+        if isinstance(value, collections.OrderedDict):  # its own order, which move_to_end changes (round 26)
+            return [(self(key), self(item)) for key, item in collections.OrderedDict.items(value)]
         if isinstance(value, dict):
             return [(self(key), self(item)) for key, item in dict.items(value)]
+        for base, plain in _PLAIN_VALUES:  # an int's or a str's subclass: its value too (round 26: a counter)
+            if isinstance(value, base):
+                return [self(plain(value)), self(_c_reduce(value)), self(_own_dict(value))]
         if isinstance(value, (set, frozenset)):
             return sorted((self(item) for item in (set.__iter__ if isinstance(value, set) else frozenset.__iter__)(value)),
                           key=repr)
@@ -246,7 +252,7 @@ class _Recorder:
                         continue
         own = [(str(name), self(item)) for name, item in sorted(fields.items(), key=lambda pair: str(pair[0]))]
         return own + [(type_name(klass), self._class_fields(klass)) for klass in type(value).__mro__
-                      if _notebooks(klass)]
+                      if _notebooks(klass)] + [(name, self(item)) for name, item in _c_fields(value)]
 
     def _class_fields(self, klass: type) -> object:
         """A notebook class's attributes but its special names (torch's and Python's classes: None)."""
@@ -399,6 +405,36 @@ def _held_in_cpp(value: object) -> object:
     return None
 
 
+#: The built-in types a class can derive from while holding one plain value, with how to read that value through
+#: the built-in type's own method (none of the subclass's runs).
+_PLAIN_VALUES = ((int, int.__int__), (float, float.__float__), (complex, complex.__complex__), (str, str.__str__),
+                 (bytes, bytes.__bytes__))
+
+
+#: The modules whose C types :func:`_c_fields` reads: the standard modules a lab's code may import.
+_C_FIELD_MODULES = frozenset({"collections", "_collections", "functools", "itertools", "operator"})
+
+
+def _c_fields(value: object) -> list[tuple[str, object]]:
+    """The fields a C type of the modules a lab may import keeps outside ``__dict__`` and ``__reduce__`` (round
+    26: a ``defaultdict``'s ``default_factory`` rebound at each call as a counter; a ``deque``'s ``maxlen``, a
+    ``partial``'s arguments), read through their descriptors. torch's C types are recorded by what they hold
+    (:func:`_held_in_cpp`); Python's own (a generator, a frame) by what the garbage collector sees."""
+    found = []
+    for klass in type(value).__mro__:
+        if klass.__flags__ & _HEAP_TYPE or klass.__module__ not in _C_FIELD_MODULES:
+            continue
+        for name, member in sorted(vars(klass).items()):
+            if name.startswith("__") or not isinstance(member, (types.MemberDescriptorType,
+                                                                types.GetSetDescriptorType)):
+                continue
+            try:
+                found.append((name, member.__get__(value, klass)))
+            except Exception:  # noqa: BLE001  (a field not set, or one its type refuses to show)
+                continue
+    return found
+
+
 def _c_reduce(value: object) -> object:
     """What the first class written in C among the value's classes says it is made of (its own ``__reduce__``:
     a ``range`` iterator's position, a ``count``'s next value, a ``repeat``'s object), never through a
@@ -435,7 +471,24 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     held = [recorder(getattr(tensor, name, None)) for name in ("_backward_hooks", "_post_accumulate_grad_hooks")
             ] if hooks else None
     return (type(tensor), values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-            tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node)
+            tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node, _StorageOf(tensor))
+
+
+class _StorageOf:
+    """Which memory a tensor's storage is, compared within one call's records: the storage is held, so its address
+    is no other storage's while the record lives (round 26: ``a.data = a.data.clone()`` kept the caller's values,
+    strides and version, and cut off every view the caller had of ``a``)."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.storage = None if tensor.is_meta else tensor.untyped_storage()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _StorageOf) or (self.storage is None) != (other.storage is None):
+            return False
+        return self.storage is None or (self.storage.data_ptr() == other.storage.data_ptr()
+                                        and self.storage.nbytes() == other.storage.nbytes())
+
+    __hash__ = object.__hash__
 
 
 #: How many autograd nodes :func:`_graph` follows behind one tensor; a longer history counts as changed.
@@ -693,15 +746,39 @@ def _same(a: object, b: object, *, rounding: bool = False) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and a.device == b.device
-                and (a.is_meta or bool(torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
-                                                              and torch.equal(a.nan_to_num(), b.nan_to_num())))
-                     or (rounding and _within_rounding(a, b))))
+                and (a.is_meta or _same_bits(a, b) or (rounding and _within_rounding(a, b))))
+    if type(a) in (float, complex) and type(b) is type(a):
+        return _float_bits(a) == _float_bits(b)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return (type(a) is type(b) and len(a) == len(b)
                 and all(_same(x, y, rounding=rounding) for x, y in zip(a, b, strict=True)))
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(_same(a[key], b[key], rounding=rounding) for key in a)
     return type(a) is type(b) and a == b
+
+
+#: An integer dtype of each floating dtype's size, to compare floating tensors bit by bit.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal tensors, bit by bit for floating ones: ``nan`` equal to ``nan``, but ``-0.0`` not ``0.0`` and ``inf``
+    not the dtype's largest value (round 26: a call turned the caller's infinities into ``finfo.max`` and its
+    negative zeros into zeros, through ``.data``, and ``torch.equal`` with ``nan_to_num`` saw neither). A ``nan``
+    of another payload counts as changed: an untouched tensor keeps its bits."""
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    if a.is_complex():
+        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
+    kind = _BITS[a.element_size()]
+    return bool(torch.equal(a.contiguous().view(kind), b.contiguous().view(kind)))
+
+
+def _float_bits(value: float | complex) -> tuple[bytes, ...]:
+    """A Python float's (or complex's parts') bits: ``nan`` equal to ``nan``, ``-0.0`` not ``0.0`` (round 26:
+    ``torch.nan``, named by an honest answer, was recorded as a module's attribute that changed)."""
+    parts = (value.real, value.imag) if isinstance(value, complex) else (value,)
+    return tuple(struct.pack("<d", part) for part in parts)
 
 
 def _records(args: tuple[Any, ...], kwargs: dict[str, Any], *, gradients: bool = True) -> dict[str, object]:
