@@ -208,7 +208,7 @@ class _Recorder:
             return [(self(key), self(item)) for key, item in dict.items(value)]
         for base, plain in _PLAIN_VALUES:  # an int's or a str's subclass: its value too (round 26: a counter)
             if isinstance(value, base):
-                return [self(plain(value)), self(_c_reduce(value)), self(_own_dict(value))]
+                return self(plain(value))  # its __dict__, if any, is among its fields
         if isinstance(value, (set, frozenset)):
             return sorted((self(item) for item in (set.__iter__ if isinstance(value, set) else frozenset.__iter__)(value)),
                           key=repr)
@@ -480,13 +480,11 @@ class _StorageOf:
     strides and version, and cut off every view the caller had of ``a``)."""
 
     def __init__(self, tensor: torch.Tensor) -> None:
-        self.storage = None if tensor.is_meta else tensor.untyped_storage()
+        self.storage = None if tensor.is_meta else tensor.untyped_storage()  # held for the record's life
+        self.span = _memory(tensor)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _StorageOf) or (self.storage is None) != (other.storage is None):
-            return False
-        return self.storage is None or (self.storage.data_ptr() == other.storage.data_ptr()
-                                        and self.storage.nbytes() == other.storage.nbytes())
+        return isinstance(other, _StorageOf) and self.span == other.span
 
     __hash__ = object.__hash__
 
