@@ -19,7 +19,9 @@ What :func:`call` observes (the keys of the output it sends):
   flags``, ``hooks`` and plain ``attributes`` (a statistic stored on ``self`` is state kept
   between calls; recorded by value all the way down, on the module, its class and its tensors: :class:`_Recorder`), as ``argument 0 (training flags)``, and the parameters' ``gradients`` apart from their
   values;
-  for a list or dict, its items;
+  for a list or dict, its items; and, as outputs of their own (``<label>: arguments afterwards``, with one
+  tensor of each dtype's values), what each argument it names holds after the second call (:func:`_settled`), so
+  that how an argument changed is compared with the reference's too, not only whether;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
 - ``second call``: whether calling again on the same inputs gives the same result (up to the
@@ -794,6 +796,69 @@ def _records(args: tuple[Any, ...], kwargs: dict[str, Any], *, gradients: bool =
     return records
 
 
+def _settled(value: object, *, gradients: bool = True) -> object:
+    """What an argument holds after the calls, as values the grader compares with the reference's: for an argument
+    that both the reference and the student changed, *how* it changed (round 26: a step whose scaler never grew its
+    scale changed the same arguments as the reference's, and kept its marks).
+
+    A tensor as itself; a module as its parameters (and the gradients of those that require one, unless
+    ``gradients`` is false: a frozen parameter's ``.grad`` is never stepped with, and a part may leave it kept or
+    cleared), buffers and ``training`` flags, each by name in name order (the order of registration is the
+    module's code, not its state); an optimizer, a gradient scaler or a generator as torch saves it (their classes'
+    own ``state_dict`` or ``get_state``, not a method the call could have replaced on the object); a list, tuple or
+    dict item by item; anything else by its type's name.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, torch.nn.Module):
+        submodules = sorted(_submodules(value), key=lambda item: item[0])
+        parameters = sorted(_members(value, PARAMETERS, submodules), key=lambda item: item[0])
+        trained = [(name, tensor.grad) for name, tensor in parameters if tensor.requires_grad]
+        return {
+            "parameters": {name: tensor.detach() for name, tensor in parameters},
+            **({"gradients": dict(trained)} if gradients else {}),
+            "buffers": {name: tensor.detach()
+                        for name, tensor in sorted(_members(value, BUFFERS, submodules), key=lambda item: item[0])},
+            "training flags": {name: _flag(sub) for name, sub in submodules},
+        }
+    for kind, save in ((torch.optim.Optimizer, torch.optim.Optimizer.state_dict),
+                       (torch.amp.GradScaler, torch.amp.GradScaler.state_dict),
+                       (torch.Generator, torch.Generator.get_state)):
+        if isinstance(value, kind):
+            return _settled(save(value), gradients=gradients)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_settled(item, gradients=gradients) for item in value)
+    if isinstance(value, dict):
+        return {str(key): _settled(item, gradients=gradients) for key, item in value.items()}
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    return type_name(type(value))
+
+
+def _arguments_after(changed: list[str], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                     gradients: bool) -> dict[str, object]:
+    """:func:`_settled` of each argument that ``changed`` (the contract's ``inputs changed``) names, in part."""
+    arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
+    return {name: _settled(value, gradients=gradients) for name, value in arguments.items()
+            if any(path == name or path.startswith((f"{name} ", f"{name}[")) for path in changed)}
+
+
+def _tensors_apart(value: object, values: dict[torch.dtype, list[torch.Tensor]]) -> object:
+    """``value`` with each tensor replaced by its dtype, shape and device type, its values appended, flattened, to
+    ``values[dtype]``: a training step's model is one output of each dtype, not one per tensor (1,700 outputs per
+    run of lab 02 the other way, each with its own message and comparison)."""
+    if isinstance(value, torch.Tensor):
+        if not value.is_meta:
+            dense = value.to_dense() if value.layout != torch.strided else value
+            values.setdefault(value.dtype, []).append(dense.detach().reshape(-1).to("cpu"))
+        return {"tensor": [str(value.dtype), list(value.shape), value.device.type]}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tensors_apart(item, values) for item in value)
+    if isinstance(value, dict):
+        return {key: _tensors_apart(item, values) for key, item in value.items()}
+    return value
+
+
 def _prop_flags(module: object) -> tuple[tuple[str, object], ...]:
     """A ``torch.backends`` module's flags (the ``ContextProp`` attributes of its class: cuDNN's ``enabled``,
     ``benchmark``, ``fp32_precision`` ...), by name, so a flag torch adds is in the record too."""
@@ -1199,4 +1264,11 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
     emit_tree(label, shown, rtol=rtol, atol=atol)
     emit_tree(f"{label}: contract", contract)
+    settled = _arguments_after(contract["inputs changed"], args, kwargs,  # type: ignore[arg-type]
+                               gradients=not grads_free)
+    if settled:
+        values: dict[torch.dtype, list[torch.Tensor]] = {}
+        emit_tree(f"{label}: arguments afterwards", _tensors_apart(settled, values), rtol=rtol, atol=atol)
+        for dtype, parts in values.items():
+            emit_tree(f"{label}: arguments afterwards ({dtype})", torch.cat(parts), rtol=rtol, atol=atol)
     return first

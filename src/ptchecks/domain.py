@@ -31,8 +31,8 @@ __all__ = ["FAMILIES", "Case", "Domain"]
 LAYOUTS = ("non-contiguous", "permuted")
 #: Size classes: a dimension of size 0, or of size 1.
 SIZES = ("empty", "size-1")
-#: Value families: ``inf``, ``-inf`` and ``nan`` among the values (floating dtypes only), and values
-#: drawn from {-2, ..., 2}, so that exact zeros and ties are everywhere.
+#: Value families: ``inf``, ``-inf`` and ``nan`` among the values, and a ``-0.0`` (floating dtypes only), and values
+#: drawn from {-2, ..., 2}, so that exact zeros (of both signs, when floating) and ties are everywhere.
 VALUES = ("inf/nan", "ties")
 #: Devices beyond the lab's own: ``meta`` tensors have a shape and a dtype but no values.
 DEVICES = ("meta",)
@@ -207,9 +207,11 @@ class Domain:
             if family == "ties" and dtype is not torch.bool:
                 storage = torch.testing.make_tensor(storage_shape, dtype=torch.int64, device="cpu", low=-2, high=3)
                 storage = storage.to(dtype)
+                if dtype.is_floating_point:  # zeros of both signs: only a bitwise check sees -0.0 turned into 0.0
+                    storage = torch.where(torch.rand(storage_shape) < 0.5, storage, storage.neg())
             else:
                 storage = torch.testing.make_tensor(storage_shape, dtype=dtype, device="cpu", low=low, high=high)
-            spots = torch.randperm(math.prod(shape))[:3] if specials else None
+            spots = torch.randperm(math.prod(shape))[:4] if specials else None
         if case.device == "meta":
             storage = torch.empty(storage_shape, dtype=dtype, device="meta")
         elif not (self.device.type == "mps" and dtype is torch.float64):  # mps has no float64
@@ -220,7 +222,7 @@ class Domain:
         elif case.layout == "non-contiguous" and storage.dim():
             tensor = storage[..., ::2]
         if spots is not None:
-            values = torch.tensor([float("inf"), -float("inf"), float("nan")], dtype=dtype)[: spots.numel()]
+            values = torch.tensor([float("inf"), -float("inf"), float("nan"), -0.0], dtype=dtype)[: spots.numel()]
             tensor[torch.unravel_index(spots, tuple(shape))] = values.to(tensor.device)
         return tensor
 
