@@ -103,6 +103,58 @@ def test_state_kept_between_calls_is_seen(monkeypatch: pytest.MonkeyPatch) -> No
     assert contract_of(remembers, torch.ones(2), monkeypatch=monkeypatch)["second call"] == "a different result"
 
 
+def _usual_caller() -> bool:
+    """What a function can see of its caller: the second call comes with deterministic algorithms on."""
+    return not torch.are_deterministic_algorithms_enabled()
+
+
+_LOG: list[int] = []
+_MEMO: dict[tuple[float, ...], torch.Tensor] = {}
+
+
+def _logs_for_usual_callers(t: torch.Tensor) -> torch.Tensor:
+    if _usual_caller():
+        _LOG.append(1)
+    return t * 2
+
+
+def _memo_for_usual_callers(t: torch.Tensor) -> torch.Tensor:
+    key = tuple(t.tolist())
+    if _usual_caller() and key in _MEMO:
+        return _MEMO[key]
+    result = _MEMO[key] = t * 2
+    return result
+
+
+def _draws_for_unusual_callers(t: torch.Tensor) -> torch.Tensor:
+    return t + torch.rand(()) * 0 if not _usual_caller() else t.clone()
+
+
+def _a_view_for_usual_callers(t: torch.Tensor) -> torch.Tensor:
+    return t.view(-1) if _usual_caller() and _LOG else t.clone()
+
+
+def _returns_a_list_on_usual_later_calls(t: torch.Tensor) -> object:
+    _LOG.append(1)
+    return [t * 2] if len(_LOG) > 1 and _usual_caller() else (t * 2,)
+
+
+@pytest.mark.parametrize(("function", "key", "seen"), [
+    (_logs_for_usual_callers, "state kept by the function", True),
+    (_memo_for_usual_callers, "second call", "the first call's result again"),
+    (_draws_for_unusual_callers, "global RNG drawn", True),
+    (_a_view_for_usual_callers, "aliases", ["shares memory with argument 0"]),
+    (_returns_a_list_on_usual_later_calls, "second call", "a different result"),
+])
+def test_what_a_function_does_for_one_kind_of_caller_only_is_seen(
+        function: Callable[..., Any], key: str, seen: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 27: the second call's caller can be told apart, so a function kept a log, handed back a cached
+    result or drew only for the usual caller (or only for the unusual one); a third, usual call sees it."""
+    _LOG[:] = [1] if function is _a_view_for_usual_callers else []
+    _MEMO.clear()
+    assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)[key] == seen
+
+
 def test_nan_in_a_result_is_the_same_result(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.tensor([float("nan"), 1.0])
     assert contract_of(lambda t: t * 2, x, monkeypatch=monkeypatch)["second call"] == "same result"
@@ -205,7 +257,7 @@ def test_how_a_changed_argument_changed_is_sent_for_comparison(monkeypatch: pyte
         return {name: value for name, value in sent.items() if "afterwards" in name}
 
     grown, kept = afterwards(True), afterwards(False)
-    assert grown["f: arguments afterwards"]["argument 2"]["scale"] == 2.0 ** 18  # 2 ** 16, grown at both steps
+    assert grown["f: arguments afterwards"]["argument 2"]["scale"] == 2.0 ** 19  # 2 ** 16, grown at all 3 steps
     assert kept["f: arguments afterwards"]["argument 2"]["scale"] == 2.0 ** 16
     assert grown["f: arguments afterwards"]["argument 0"]["parameters"]["weight"] == {
         "tensor": ["torch.float32", [1, 2], "cpu"]}
@@ -214,7 +266,7 @@ def test_how_a_changed_argument_changed_is_sent_for_comparison(monkeypatch: pyte
     assert set(grown) == {"f: arguments afterwards", "f: arguments afterwards (torch.float32)"}
     assert torch.equal(grown["f: arguments afterwards (torch.float32)"], kept["f: arguments afterwards (torch.float32)"])
     added = sent_by(lambda t: t.add_(1), torch.zeros(2), monkeypatch=monkeypatch)
-    assert added["f: arguments afterwards (torch.float32)"].tolist() == [2.0, 2.0]
+    assert added["f: arguments afterwards (torch.float32)"].tolist() == [3.0, 3.0]  # three calls
     assert not [name for name in sent_by(torch.sin, torch.zeros(2), monkeypatch=monkeypatch) if "afterwards" in name]
 
 
@@ -543,12 +595,12 @@ def test_the_unusual_caller_keeps_grad_mode_for_a_part_that_computes_gradients(
 
 def test_a_second_call_with_other_threads_may_round_differently(monkeypatch: pytest.MonkeyPatch) -> None:
     """The unusual caller's thread count can reorder a float sum: rounding is the same result, kept state is not."""
-    rounding = iter([torch.tensor([1.0]), torch.tensor([1.0 + 2**-23])])
+    rounding = iter([torch.tensor([1.0]), torch.tensor([1.0 + 2**-23]), torch.tensor([1.0])])
     assert contract_of(lambda t: next(rounding), torch.ones(1), monkeypatch=monkeypatch)["second call"] == "same result"
-    drifting = iter([torch.tensor([1.0]), torch.tensor([1.001])])
+    drifting = iter([torch.tensor([1.0]), torch.tensor([1.001]), torch.tensor([1.0])])
     assert contract_of(lambda t: next(drifting), torch.ones(1),
                        monkeypatch=monkeypatch)["second call"] == "a different result"
-    counts = iter([torch.tensor([4]), torch.tensor([5])])
+    counts = iter([torch.tensor([4]), torch.tensor([5]), torch.tensor([4])])
     assert contract_of(lambda t: next(counts), torch.ones(1), monkeypatch=monkeypatch)["second call"] == "a different result"
 
 
@@ -731,7 +783,7 @@ def test_state_in_torch_objects_iterators_hooks_and_second_calls_is_seen(monkeyp
                      lambda t: next(position) * 0 + t, only_without_grad):
         assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
     base = torch.arange(5.0)
-    calls = iter([torch.from_numpy(base.numpy()[1:]), base[1:]])  # the same bytes from two starts
+    calls = iter([torch.from_numpy(base.numpy()[1:]), base[1:], base[1:].clone()])  # the same bytes, two starts
     assert contract_of(lambda t: next(calls), torch.ones(2), monkeypatch=monkeypatch)["second call"] == (
         "the first call's result again")
 

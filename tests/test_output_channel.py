@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -138,8 +139,8 @@ def _nested(depth: int) -> object:
 def test_exact_types_and_key_order_travel(monkeypatch: pytest.MonkeyPatch) -> None:
     value = {"b": (1, 2.0, True, None), "a": [torch.Size([2, 3]), "s"], 3: {"nested": ()}}
     output = sent(monkeypatch, "typed", value)
-    assert output.value == {"b": (1, 2.0, True, None), "a": [(2, 3), "s"], 3: {"nested": ()}}
-    assert list(output.value) == ["b", "a", 3] and type(output.value["a"][0]) is tuple
+    assert output.value == as_pairs({"b": (1, 2.0, True, None), "a": [(2, 3), "s"], 3: {"nested": ()}})
+    assert [key for key, _ in output.value] == ["b", "a", 3] and type(output.value[1][1][0]) is tuple
     assert channel.differences({"typed": output}, {"typed": Output(output.value)}) == []
 
 
@@ -170,12 +171,38 @@ def test_nan_and_infinities_travel_as_floats_and_compare_as_themselves(monkeypat
     ],
 )
 def test_types_and_orders_that_differ_are_told_apart(student: object, reference: object) -> None:
-    assert channel.differences({"v": Output(student)}, {"v": Output(reference)}) != []
+    assert channel.differences({"v": Output(as_received(student))}, {"v": Output(as_received(reference))}) != []
+    assert channel.differences({"v": Output(as_received(reference))}, {"v": Output(as_received(reference))}) == []
+
+
+def as_received(value: object) -> object:
+    """``value`` as the grader receives it: encoded by ptchecks, through JSON, decoded."""
+    return channel.untyped(json.loads(json.dumps(ptchecks._typed(value))))
+
+
+def as_pairs(value: object) -> object:
+    """``value`` with every dict as the grader keeps a sent one: its pairs, in order (channel.Pairs)."""
+    if isinstance(value, dict):
+        return channel.Pairs((as_pairs(key), as_pairs(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_pairs(item) for item in value)
+    return value
 
 
 def test_the_typed_encoding_round_trips_through_json(monkeypatch: pytest.MonkeyPatch) -> None:
     for value in ([], (), {}, [[]], ((),), {"": {}}, [1, [2, (3, {"k": None})]], -0.0, "", 2**62):
-        assert channel.untyped(json.loads(json.dumps(ptchecks._typed(value)))) == value
+        received = as_received(value)
+        assert received == as_pairs(value) and type(received) is type(as_pairs(value))
+
+
+def test_a_sent_dict_is_never_hashed_so_colliding_keys_cost_what_a_list_does() -> None:
+    """Round 27: 40,000 int keys that are multiples of 2**61 - 1 (one hash for all) took 27 s to build as a dict."""
+    colliding = {"dict": [[k * (2**61 - 1), None] for k in range(1, 40_001)]}
+    started = time.process_time()
+    received = channel.untyped(colliding)
+    assert channel.same_value(received, received)
+    assert time.process_time() - started < 2  # as a dict: 27 s (quadratic in the keys)
+    assert repr(channel.untyped({"dict": [["a", 1], [2, {"list": []}]]})) == "{'a': 1, 2: []}"
 
 
 def test_malformed_payloads_are_rejected_without_running_anything() -> None:

@@ -4,7 +4,7 @@ A part's numbers can be right while its function breaks a promise the text makes
 caller's tensor in place, returns the caller's own list, returns a tuple where a list was asked
 for, leaves gradients switched off, draws from the global random generator, or keeps state
 between calls. Checking each promise by hand in each part left gaps. :func:`call` runs the
-student's function twice on the same inputs and sends what it saw as one output, compared
+student's function three times on the same inputs and sends what it saw as one output, compared
 outside the kernel with what the reference solution's run saw on the same inputs: the
 reference is the specification, so no part needs to restate its contract in code.
 
@@ -20,15 +20,17 @@ What :func:`call` observes (the keys of the output it sends):
   between calls; recorded by value all the way down, on the module, its class and its tensors: :class:`_Recorder`), as ``argument 0 (training flags)``, and the parameters' ``gradients`` apart from their
   values;
   for a list or dict, its items; and, as outputs of their own (``<label>: arguments afterwards``, with one
-  tensor of each dtype's values), what each argument it names holds after the second call (:func:`_settled`), so
+  tensor of each dtype's values), what each argument it names holds after the last call (:func:`_settled`), so
   that how an argument changed is compared with the reference's too, not only whether;
 - ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
   own list);
 - ``second call``: whether calling again on the same inputs gives the same result (up to the
-  rounding of float sums, which the other thread count may reorder). The second
+  rounding of float sums, which the other thread count may reorder), and not an earlier call's object. The second
   call comes from an unusual caller: grad mode off (unless the part computes gradients),
   deterministic algorithms on (warning only) and another number of threads, so that a function
-  which sets a mode back to its *default* instead of to what it found is seen;
+  which sets a mode back to its *default* instead of to what it found is seen; a third call comes from the usual
+  caller again, so that what a function does only for one kind of caller is seen too (every check below covers
+  all three calls);
 - ``modes changed``: grad and inference mode, autocast state and dtype, the default dtype and device,
   deterministic algorithms and the number of threads, every other process-wide setting torch offers
   (:data:`_QUIET`) and the modes, hooks and stacks a call could leave entered (:func:`_stacks`), compared
@@ -1211,11 +1213,11 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
          rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, key_order: bool = True,
          grads_free: bool = False, **kwargs: Any) -> Any:
-    """Call ``function(*args, **kwargs)`` twice; send the result and its contract; return the result.
+    """Call ``function(*args, **kwargs)`` three times; send the first result and the contract; return the first.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
     by item; anything else as JSON), and what the call did under ``"<label>: contract"`` (the
-    module docstring lists it). With ``interrupt``, a third call runs with that module raising
+    module docstring lists it). With ``interrupt``, a fourth call runs with that module raising
     ``KeyboardInterrupt`` from inside, and what it left behind on ``interrupt_root`` (or on the
     module) is sent too. An exception from the first call propagates: the test cell stops there.
     ``view_allowed`` is for a part whose text lets the result be a view of an input or a new
@@ -1235,7 +1237,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
     first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
-    after_first, modes_first, rng_first = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
+    after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
     kept_after = _Recorder().record(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
@@ -1244,22 +1246,36 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     kept_after_second = _Recorder().record(function)
     # the inputs as the second call left them too: a function may change them only when called again (round 23)
     after_second = _records(args, kwargs, gradients=not grads_free)
-    again = _handed_back(first, second, args, kwargs)
+    # A third call, from the usual caller again: a function that tells the unusual caller apart (its thread count,
+    # deterministic algorithms) could keep state, draw, or hand back a cached result on every usual call only,
+    # which the second call alone never sees (round 27).
+    before_third = _modes()
+    third = function(*args, **kwargs)
+    modes_third = _modes()
+    kept_after_third = _Recorder().record(function)
+    after_third = _records(args, kwargs, gradients=not grads_free)
+    results = (first, second, third)
+    again = any(_handed_back(earlier, later, args, kwargs)
+                for index, earlier in enumerate(results) for later in results[index + 1:])
+    same = (_same(first, second, rounding=True) and _same(first, third, rounding=True)
+            and type_tree(third if key_order else keys_sorted(third)) == type_tree(shown))
     contract: dict[str, object] = {
         "returns": type_tree(shown),
-        "inputs changed": list(dict.fromkeys(_changed(records, after_first) + _changed(records, after_second))),
-        # What the second call changed in the function's own state (its closure, defaults, the globals it names):
+        "inputs changed": list(dict.fromkeys(_changed(records, after_first) + _changed(records, after_second)
+                                             + _changed(records, after_third))),
+        # What the later calls changed in the function's own state (its closure, defaults, the globals it names):
         # state that grows or moves at each call. What the first call alone sets (a constant built once, a
         # generator seeded again at each call) is left free.
-        "state kept by the function": not _same(kept_after, kept_after_second),
-        "second call": ("the first call's result again" if again else
-                        "same result" if _same(first, second, rounding=True) else "a different result"),
-        "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual) + left_changed)),
-        "global RNG drawn": not _same(rng, rng_first),
+        "state kept by the function": not (_same(kept_after, kept_after_second)
+                                           and _same(kept_after_second, kept_after_third)),
+        "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
+        "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
+                                    + _changed(before_third, modes_third) + left_changed)),
+        "global RNG drawn": not _same(rng, _rng_state()),
     }
     put_back_quiet_settings()
     if not view_allowed:
-        contract["aliases"] = _aliases(first, args, kwargs)
+        contract["aliases"] = list(dict.fromkeys(path for result in results for path in _aliases(result, args, kwargs)))
     if interrupt is not None:
         contract["after an interrupt"] = _interrupted(interrupt, function, args, kwargs, interrupt_root)
     emit_tree(label, shown, rtol=rtol, atol=atol)

@@ -77,6 +77,27 @@ def decode(payload: object) -> tuple[str, Output]:
 #: How deep a sent value may nest (a deeper one is refused before anything recurses far).
 MAX_DEPTH = 32
 _CONTAINERS = {"list": list, "tuple": tuple}
+
+
+class Pairs(tuple):
+    """A sent dict, as its ``(key, value)`` pairs in order: never hashed.
+
+    Why: the kernel chooses the keys, and every int that is a multiple of ``2**61 - 1`` hashes alike,
+    so building a dict of 40,000 of them took the grader 27 s, each copy of it again (round 27: minutes
+    of the grader's CPU from one submission). Pairs are compared in order, keys exactly, as a list is.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{key!r}: {item!r}" for key, item in self) + "}"
+
+
+def _can_be_a_key(key: object) -> bool:
+    """Whether a decoded key is of a type a dict's key can be (a list cannot), judged without hashing it."""
+    if isinstance(key, tuple) and not isinstance(key, Pairs):
+        return all(_can_be_a_key(item) for item in key)
+    return key is None or type(key) in (bool, int, float, str)
 #: The floats JSON cannot carry, as ``ptchecks`` tags them.
 _NON_FINITE = ("nan", "inf", "-inf")
 
@@ -97,11 +118,10 @@ def untyped(value: Any, depth: int = 0) -> Any:
     if tag in _CONTAINERS:
         return _CONTAINERS[tag](untyped(item, depth + 1) for item in items)
     if tag == "dict" and all(isinstance(pair, list) and len(pair) == 2 for pair in items):
-        pairs = [(untyped(key, depth + 1), untyped(item, depth + 1)) for key, item in items]
-        try:
-            return dict(pairs)
-        except TypeError:
-            raise ValueError("a dict key that cannot be a key") from None
+        pairs = Pairs((untyped(key, depth + 1), untyped(item, depth + 1)) for key, item in items)
+        if not all(_can_be_a_key(key) for key, _ in pairs):
+            raise ValueError("a dict key that cannot be a key")
+        return pairs
     raise ValueError(f"an unknown tag {tag!r} in a typed value")
 
 
@@ -182,9 +202,10 @@ def same_value(value: Any, expected: Any, rtol: float | None = None, atol: float
             return math.isnan(value) if math.isnan(expected) else value == expected
         return math.isclose(value, expected, rel_tol=FLOAT_RTOL if rtol is None else rtol,
                             abs_tol=FLOAT_ATOL if atol is None else atol)
+    if isinstance(expected, Pairs):  # keys exactly, as values: True, 1 and 1.0 are one key to Python, not to us
+        return len(value) == len(expected) and all(
+            same_value(key, expected_key, 0.0, 0.0) and same_value(item, expected_item, rtol, atol)
+            for (key, item), (expected_key, expected_item) in zip(value, expected))
     if isinstance(expected, (list, tuple)):
         return len(value) == len(expected) and all(same_value(v, e, rtol, atol) for v, e in zip(value, expected))
-    if isinstance(expected, dict):  # keys exactly, as values: True, 1 and 1.0 are one key to Python, not to us
-        return same_value(list(value), list(expected), 0.0, 0.0) and all(
-            same_value(value[k], expected[k], rtol, atol) for k in expected)
     return value == expected
