@@ -37,7 +37,8 @@ of issue 21, one case per class (the cheats' first lines say what they try):
 The submissions of issue 25 that stopped or harmed the whole run (``_broken_submissions``): folders
 nbgrader must not open (a notebook linked to the source or to ``/dev/stdin``, a lab folder linked to
 the source, a FIFO, a name with terminal escape codes: each *arranged* after its notebook is written,
-since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel,
+since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel, dicts
+on it whose keys all hash alike (round 27),
 a display nested 3,000 deep, active HTML in Markdown and in an image's metadata
 (tests/fixtures/hostile/broken/), and files handed in beside the notebook (an HTML page, a folder named
 like the feedback page), which must not reach autograded/.
@@ -439,6 +440,7 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase("files_beside_the_notebook", _solution, _all("full"), "files_not_copied", policy=True,
                     arrange=_files_beside_the_notebook),
         HostileCase("malformed_channel_payload", _broken_cell("malformed_channel_payload"), _all("full"), "", False),
+        HostileCase("colliding_dict_keys", _broken_cell("colliding_dict_keys"), _all("full"), "", policy=False),
         _nested_display(),
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
