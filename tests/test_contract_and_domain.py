@@ -502,6 +502,22 @@ def test_made_tensors_have_the_case_s_layout_dtype_and_values(layout: str, conti
     assert ((tensor == 0) & tensor.signbit()).sum() == 1  # a -0.0, which only a bitwise comparison tells from 0.0
 
 
+def test_a_case_s_tensors_take_the_same_layout_and_mixed_ones() -> None:
+    """Round 28: every case gave all of its tensors one layout, so a fast path for a contiguous input that
+    assumed its index tensor contiguous too never met a sliced index, and kept its marks."""
+    domain = ptchecks.Domain(seed=7, device="cpu", dtypes=(torch.float32, torch.float64),
+                             layouts=("non-contiguous", "permuted"))
+    cases = domain.cases((4, 3))
+    assert {(case.layout, case.others) for case in cases} == set(
+        itertools.product(("contiguous", *domains.LAYOUTS), domains.OTHERS))
+    seen = set()
+    for case in cases:
+        first, index = domain.make(case, (4, 3)), domain.make(case, (4,), dtype=torch.int64, index=True)
+        seen.add((case.others, first.is_contiguous(), index.is_contiguous()))
+    assert {("mixed", True, False), ("mixed", False, True), ("same", False, False), ("same", True, True)} <= seen
+    assert domain.make(cases[0], (2,)).is_contiguous() == (cases[0].layout == "contiguous")  # a third tensor
+
+
 def test_ties_are_small_integers_with_zeros_of_both_signs_and_meta_has_no_values() -> None:
     domain = ptchecks.Domain(seed=5, device="cpu", dtypes=(torch.float32, torch.int16), values=("ties",),
                              devices=("meta",))

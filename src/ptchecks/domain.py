@@ -36,6 +36,10 @@ SIZES = ("empty", "size-1")
 VALUES = ("inf/nan", "ties")
 #: Devices beyond the lab's own: ``meta`` tensors have a shape and a dtype but no values.
 DEVICES = ("meta",)
+#: How a case's other tensors are laid out where a part declares layouts: like its first tensor, or "mixed", each
+#: in the layout after the previous one's (round 28: a fast path for a contiguous input that assumed its index
+#: tensor contiguous too kept its marks, every generated case giving all of a case's tensors one layout).
+OTHERS = ("same", "mixed")
 #: Module structures a part may name: each hidden test builds them itself and names each one it
 #: built through :meth:`Domain.structure`.
 STRUCTURES = (
@@ -62,13 +66,15 @@ FAMILIES = frozenset({*LAYOUTS, *SIZES, *VALUES, *DEVICES, *STRUCTURES, *DTYPES}
 
 @dataclass(frozen=True)
 class Case:
-    """One generated input's recipe: a dtype, a layout, a size class, a value family and a device."""
+    """One generated input's recipe: a dtype, a layout, a size class, a value family, a device, and whether a
+    case's other tensors share its first tensor's layout."""
 
     dtype: torch.dtype
-    layout: str  # "contiguous" or one of LAYOUTS
+    layout: str  # "contiguous" or one of LAYOUTS: the first tensor made for the case
     size: tuple[str, int]  # ("base", -1), or (a SIZES class, the dimension it applies to)
     values: str  # "random" or one of VALUES
     device: str  # "lab" (the Domain's device) or one of DEVICES
+    others: str  # OTHERS: "same" layout for every tensor of the case, or "mixed" (each the next layout's)
     seed: int
 
     @property
@@ -83,6 +89,8 @@ class Case:
             parts.append(self.values)
         if self.device != "lab":
             parts.append(self.device)
+        if self.others == "mixed":
+            parts.append("mixed layouts")
         return ", ".join(parts)
 
     @property
@@ -132,6 +140,7 @@ class Domain:
         self.layouts, self.sizes, self.values, self.devices = tuple(layouts), tuple(sizes), tuple(values), tuple(devices)
         self.structures = tuple(structures)
         self._draws = 0
+        self._made: dict[Case, int] = {}  # tensors made for each case so far
 
     @property
     def families(self) -> frozenset[str]:
@@ -172,6 +181,7 @@ class Domain:
             [("base", -1), *sizes],
             ["random", *self.values],
             ["lab", *self.devices],
+            list(OTHERS if self.layouts else OTHERS[:1]),
         ]
         candidates = {combo: _pairs(combo) for combo in itertools.product(*factors) if _allowed(combo)}
         needed = set().union(*candidates.values())
@@ -182,21 +192,33 @@ class Domain:
             needed -= candidates.pop(best)
         return [Case(*combo, seed=self.seed * 1000 + index) for index, combo in enumerate(chosen)]  # type: ignore[arg-type]
 
+    def _next_layout(self, case: Case) -> str:
+        """The layout of the next tensor made for ``case``: the case's own for its first tensor, and for every
+        tensor of a "same" case; in a "mixed" case, each later tensor in the declared layout after the previous
+        one's (a contiguous input beside a sliced one, a sliced input beside a permuted or a contiguous one)."""
+        position = self._made.get(case, 0)
+        self._made[case] = position + 1
+        if case.others == "same" or position == 0:
+            return case.layout
+        levels = ("contiguous", *self.layouts)
+        return levels[(levels.index(case.layout) + position) % len(levels)]
+
     def make(self, case: Case, shape: Sequence[int], *, low: float | None = None, high: float | None = None,
              dtype: torch.dtype | None = None, index: bool = False) -> torch.Tensor:
         """A tensor of ``shape`` (a size class already applied, see :meth:`Case.shape`) as ``case`` says.
 
         ``dtype`` overrides the case's; ``low`` and ``high`` bound random values as
         :func:`torch.testing.make_tensor` does (``high`` excluded). An ``index`` tensor (lengths,
-        ids) takes the case's layout and device but never its value family. The layout is made
-        on the target device, since moving a strided tensor makes it contiguous.
+        ids) takes the case's layout (:meth:`_next_layout`) and device but never its value family. The layout
+        is made on the target device, since moving a strided tensor makes it contiguous.
         """
         dtype = dtype or case.dtype
         family = "random" if index else case.values
+        layout = self._next_layout(case)
         storage_shape = list(shape)
-        if case.layout == "permuted":
+        if layout == "permuted":
             storage_shape.reverse()
-        elif case.layout == "non-contiguous" and storage_shape:
+        elif layout == "non-contiguous" and storage_shape:
             storage_shape[-1] *= 2
         self._draws += 1  # two inputs of one case differ; the same test code draws in the same order
         specials = family == "inf/nan" and dtype.is_floating_point and math.prod(shape) > 0
@@ -217,9 +239,9 @@ class Domain:
         elif not (self.device.type == "mps" and dtype is torch.float64):  # mps has no float64
             storage = storage.to(self.device)
         tensor = storage
-        if case.layout == "permuted":
+        if layout == "permuted":
             tensor = storage.permute(*reversed(range(storage.dim())))
-        elif case.layout == "non-contiguous" and storage.dim():
+        elif layout == "non-contiguous" and storage.dim():
             tensor = storage[..., ::2]
         if spots is not None:
             values = torch.tensor([float("inf"), -float("inf"), float("nan"), -0.0], dtype=dtype)[: spots.numel()]
@@ -229,7 +251,7 @@ class Domain:
 
 def _allowed(combo: tuple[object, ...]) -> bool:
     """Whether a combination makes sense: special values need a floating dtype and real values."""
-    dtype, _layout, _size, values, device = combo
+    dtype, _layout, _size, values, device, _others = combo
     if values == "inf/nan" and not dtype.is_floating_point:  # type: ignore[union-attr]
         return False
     return not (device == "meta" and values != "random")
@@ -243,7 +265,7 @@ def _pairs(combo: tuple[object, ...]) -> frozenset[tuple[int, object, int, objec
     ``inf/nan``) counted as covered by it would never be computed with. Such pairs are left to a
     case with values.
     """
-    _dtype, _layout, size, _values, device = combo
+    _dtype, _layout, size, _values, device, _others = combo
     valueless = {factor for factor, none in ((2, size[0] == "empty"), (4, device == "meta")) if none}  # type: ignore[index]
     return frozenset((i, combo[i], j, combo[j]) for i, j in itertools.combinations(range(len(combo)), 2)
                      if not valueless or {i, j} & valueless)
