@@ -39,7 +39,7 @@ nbgrader must not open (a notebook linked to the source or to ``/dev/stdin``, a 
 the source, a FIFO, a name with terminal escape codes: each *arranged* after its notebook is written,
 since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel, dicts
 on it whose keys all hash alike (round 27),
-a display nested 3,000 deep, active HTML in Markdown and in an image's metadata
+a display nested 3,000 deep, active HTML in Markdown and in an image's metadata, a picture 2**31 - 1 px tall
 (tests/fixtures/hostile/broken/), and files handed in beside the notebook (an HTML page, a folder named
 like the feedback page), which must not reach autograded/.
 """
@@ -208,6 +208,14 @@ def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
 
 
 DEAD_KERNEL = "# The kernel dies (os._exit) after part 2.\nimport os\nos._exit(0)"
+#: Round 28: a message of a million empty frames (zmq "buffers") costs its sender nothing and was charged a few
+#: hundred bytes, while each frame cost the grader about 400 bytes and 8 us (10 million: 4.4 GB, 87 s of CPU).
+EMPTY_FRAMES = (
+    "# A message of a million empty frames on the output channel.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "kernel.session.send(kernel.iopub_socket, 'x_unknown', {}, buffers=[b''] * 1_000_000)"
+)
 #: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
 #: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
 #: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
@@ -443,6 +451,7 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase("colliding_dict_keys", _broken_cell("colliding_dict_keys"), _all("full"), "", policy=False),
         _nested_display(),
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
+        HostileCase("tall_image", _broken_cell("tall_image"), _all("full"), "unsafe_outputs", policy=True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
         # 1,000 unclosed <ul><li>: shown as text on the pages (its twenty-fold took the sanitiser 179 s, round 7)
         HostileCase("markdown_nesting_bomb", _broken_cell("markdown_nesting_bomb"), _all("full"), "", policy=True),
@@ -491,6 +500,8 @@ def cases() -> list[HostileCase]:
     found += [
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
+        HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
+                    reason="a message of more than 64 frames"),
         HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",

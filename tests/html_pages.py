@@ -141,3 +141,14 @@ def formgrader_pages(course: Path, lab: str, students: str, exclude: Collection[
 def typesetting(html: str) -> list[str]:
     """The scripts of a page that typeset TeX (MathJax): a student's TeX would run in the reader's browser."""
     return [part for part in active_parts(html) if "mathjax" in part.lower()]
+
+
+def oversized_images(html: str, largest: int) -> list[str]:
+    """The ``<img>`` tags of a page said to be wider or taller than ``largest`` px: one 2**31 - 1 px tall pushed every
+    part after it past the end of the feedback page (round 28)."""
+    found = []
+    for tag in re.findall(r"<img\b[^>]*>", html, flags=re.IGNORECASE):
+        sizes = re.findall(r"""\b(?:width|height)\s*=\s*["']?(\d+)""", tag, flags=re.IGNORECASE)
+        if any(int(size) > largest for size in sizes):
+            found.append(tag[:120])
+    return found

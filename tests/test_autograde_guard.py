@@ -1207,6 +1207,18 @@ def test_student_output_keeps_no_active_format() -> None:
     assert make_notebook_safe(nb) == 0
 
 
+def test_an_image_keeps_only_a_size_a_page_can_show() -> None:
+    """Round 28: a 1x1 PNG said to be 2**31 - 1 px tall made the feedback page as tall as Chromium allows, every
+    part after it (and its verdict) past the end of the page."""
+    sizes = {"image/png": {"width": 800, "height": 2**31 - 1}, "image/jpeg": {"width": 0, "height": 4096},
+             "image/gif": {"width": 4097, "height": True}}
+    picture = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "image/jpeg": "/9j/",
+                                                           "image/gif": "R0lG", "text/plain": "<Tall>"},
+                                     metadata=sizes)
+    assert make_safe(picture) == ["metadata"]
+    assert picture.metadata == {"image/png": {"width": 800}, "image/jpeg": {"height": 4096}}
+
+
 @pytest.mark.parametrize("template", ["classic", "lab"])
 def test_the_feedback_page_escapes_student_html(tmp_path: Path, template: str) -> None:
     """The course configuration sanitises the feedback page's Markdown, outputs and raw cells (which an outside

@@ -25,6 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ptgrader.outputs import MAX_IMAGE_SIZE
 from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools, run_profile
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
@@ -405,6 +406,10 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
     typeset = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
                      for student, page in by_student.items() if html_pages.typesetting(page))
     assert not typeset, f"pages that load a TeX typesetter: {typeset[:3]}"
+    tall = sorted(f"{kind} page of {student}: {html_pages.oversized_images(page, MAX_IMAGE_SIZE)[:1]}"
+                  for kind, by_student in pages.items() for student, page in by_student.items()
+                  if html_pages.oversized_images(page, MAX_IMAGE_SIZE))
+    assert not tall, f"pictures larger than a page shows: {tall[:3]}"
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

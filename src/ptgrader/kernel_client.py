@@ -70,10 +70,17 @@ class RepollingKernelManager(AsyncKernelManager):
 #: submission's outputs (ptgrader.channel.MAX_BYTES). A kernel printing 25 MB strings in a loop produced
 #: them faster than the grader decoded them, and the messages waiting in zmq took the grader to 2.3 GB.
 RECEIVED_BYTES_BUDGET = 256 << 20
+#: The most frames one message may have. A Jupyter message has about seven (identities, delimiter, signature,
+#: header, parent header, metadata, content), and a handful of buffers at most in a comm's.
+MAX_FRAMES = 64
+#: What each frame is charged beyond its bytes: the record zmq keeps of it. Round 28: messages of millions of
+#: empty frames were charged a few hundred bytes in all, and held the grader at 4.4 GB and 87 s of CPU.
+FRAME_COST = 64
 
 
 class SentTooMuch(RuntimeError):
-    """A grading kernel sent more than :data:`RECEIVED_BYTES_BUDGET` bytes of messages: it is stopped."""
+    """A grading kernel sent more than :data:`RECEIVED_BYTES_BUDGET` bytes of messages, or one message of more than
+    :data:`MAX_FRAMES` frames: it is stopped."""
 
 
 class ByteBudget:
@@ -90,14 +97,23 @@ class ByteBudget:
     def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None) -> None:
         self.limit, self.spent, self.stop, self.failure = limit, 0, stop, ""
 
-    def charge(self, frames: list[bytes]) -> None:
-        """Count ``frames``; past the limit, record why, stop the kernel and raise SentTooMuch."""
-        self.spent += sum(len(frame) for frame in frames)
-        if self.spent > self.limit:
-            self.failure = self.failure or f"the kernel sent more than {self.limit >> 20} MiB of messages"
-            if self.stop is not None:
-                self.stop()
+    def charge(self, frames: list[bytes], *, more: bool = False) -> None:
+        """Count ``frames`` (each :data:`FRAME_COST` beyond its bytes); past the limit, or with ``more`` frames
+        waiting past :data:`MAX_FRAMES`, record why, stop the kernel and raise SentTooMuch; and so for every
+        message after that (what is left of a message cut short is no message)."""
+        if self.failure:
             raise SentTooMuch(self.failure)
+        self.spent += sum(len(frame) + FRAME_COST for frame in frames)
+        if more:
+            self._stop_for(f"the kernel sent a message of more than {MAX_FRAMES} frames")
+        if self.spent > self.limit:
+            self._stop_for(f"the kernel sent more than {self.limit >> 20} MiB of messages")
+
+    def _stop_for(self, failure: str) -> None:
+        self.failure = self.failure or failure
+        if self.stop is not None:
+            self.stop()
+        raise SentTooMuch(self.failure)
 
 
 class ChargedChannel(SlicedPollChannel):
@@ -107,10 +123,14 @@ class ChargedChannel(SlicedPollChannel):
     budget: ByteBudget | None = None
 
     async def _recv(self, **kwargs: Any) -> dict[str, Any]:
+        """One message, read frame by frame: no more than :data:`MAX_FRAMES` of them become Python objects (each
+        about 400 bytes and 8 us of the grader's), whatever the kernel sends."""
         assert self.socket is not None
-        frames = await self.socket.recv_multipart(**kwargs)
+        frames = [await self.socket.recv(**kwargs)]
+        while (more := bool(self.socket.getsockopt(zmq.RCVMORE))) and len(frames) < MAX_FRAMES:
+            frames.append(await self.socket.recv(**kwargs))
         if self.budget is not None:
-            self.budget.charge(frames)
+            self.budget.charge(frames, more=more)
         _, message = self.session.feed_identities(frames)
         return self.session.deserialize(message)
 

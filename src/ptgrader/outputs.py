@@ -18,16 +18,21 @@ SAFE_TYPES = ("text/plain", "image/png", "image/jpeg", "image/gif")
 IMAGE_TYPES = SAFE_TYPES[1:]
 #: The only metadata kept: an image's size. nbconvert writes it unquoted (``width=...``) into the page.
 IMAGE_SIZES = ("width", "height")
+#: The largest image size kept, in CSS pixels: a plot a page shows. Round 28: a 1x1 PNG said to be 2**31 - 1 px
+#: tall made the feedback page as tall as Chromium allows, every part after it past its end.
+MAX_IMAGE_SIZE = 4096
 #: What :func:`make_safe` names when it drops metadata.
 METADATA = "metadata"
 _RICH = ("display_data", "execute_result", "update_display_data")
 
 
 def image_sizes(metadata: object) -> dict[str, dict[str, int]]:
-    """The image sizes in an output's metadata that are positive whole numbers; everything else is left out.
+    """The image sizes in an output's metadata that are whole numbers from 1 to :data:`MAX_IMAGE_SIZE`; everything else
+    is left out.
 
     nbconvert's templates write ``width={{ width }}`` without quotes, so ``"1 onerror=alert(1)"`` would
-    become an attribute of the ``<img>`` in the feedback page and the formgrader.
+    become an attribute of the ``<img>`` in the feedback page and the formgrader; and a size of billions of
+    pixels pushes the rest of the page out of reach.
     """
     if not isinstance(metadata, dict):
         return {}
@@ -35,7 +40,8 @@ def image_sizes(metadata: object) -> dict[str, dict[str, int]]:
     for mime in IMAGE_TYPES:
         entry = metadata.get(mime)
         if isinstance(entry, dict):
-            size = {key: entry[key] for key in IMAGE_SIZES if type(entry.get(key)) is int and entry[key] > 0}
+            size = {key: entry[key] for key in IMAGE_SIZES
+                    if type(entry.get(key)) is int and 0 < entry[key] <= MAX_IMAGE_SIZE}
             if size:
                 kept[mime] = size
     return kept
