@@ -195,6 +195,17 @@ def test_the_typed_encoding_round_trips_through_json(monkeypatch: pytest.MonkeyP
         assert received == as_pairs(value) and type(received) is type(as_pairs(value))
 
 
+def test_no_tolerance_means_the_same_bits() -> None:
+    """Round 29: ``x + 0.0`` in a part that only moves values turned each -0.0 into 0.0; assert_close holds the two
+    zeros equal, so a reference that sends rtol=0, atol=0 asks for the same bits (a nan's payload included)."""
+    moved = torch.tensor([-0.0, 1.5, float("nan")])
+    reference = {"t": Output(moved, rtol=0.0, atol=0.0, device="cpu")}
+    assert channel.differences({"t": Output(moved.clone(), device="cpu")}, reference) == []
+    assert channel.differences({"t": Output(moved + 0.0, device="cpu")}, reference) != []
+    assert channel.differences({"t": Output(moved + 0.0, device="cpu")}, {"t": Output(moved, device="cpu")}) == []
+    assert channel.differences({"t": Output(moved.double(), device="cpu")}, reference) != []
+
+
 def test_a_sent_dict_is_never_hashed_so_colliding_keys_cost_what_a_list_does() -> None:
     """Round 27: 40,000 int keys that are multiples of 2**61 - 1 (one hash for all) took 27 s to build as a dict."""
     colliding = {"dict": [[k * (2**61 - 1), None] for k in range(1, 40_001)]}
