@@ -216,6 +216,37 @@ EMPTY_FRAMES = (
     "kernel = Kernel.instance()\n"
     "kernel.session.send(kernel.iopub_socket, 'x_unknown', {}, buffers=[b''] * 1_000_000)"
 )
+#: Round 28: raw ZMTP frames (2 bytes each) written by the kernel onto its connection to the grader's output
+#: socket. libzmq holds every frame of a message before any can be read, at about 64 bytes each: 6 million of
+#: them held the grader at 1.5 GB for 46 s of its CPU. The reader is the relay now (ptgrader.relay), which dies
+#: at its memory limit.
+RAW_FRAMES = (
+    "# 12 MB of raw empty frames onto the connections whose peer is outside the jail.\n"
+    "import os, select, socket, struct, time\n"
+    "peers = []\n"
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    try:\n"
+    "        probe = socket.socket(fileno=os.dup(fd))\n"
+    "        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)\n"
+    "        probe.close()\n"
+    "        if struct.unpack('3i', creds)[0] == 0:\n"
+    "            peers.append(fd)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "time.sleep(0.5)\n"
+    "data = memoryview(b'\\x01\\x00' * 6_000_000 + b'\\x00\\x00')\n"
+    "sent = dict.fromkeys(peers, 0)\n"
+    "deadline = time.monotonic() + 20\n"
+    "while time.monotonic() < deadline and any(n < len(data) for n in sent.values()):\n"
+    "    waiting = [fd for fd in peers if sent[fd] < len(data)]\n"
+    "    for fd in select.select([], waiting, [], 1.0)[1]:\n"
+    "        try:\n"
+    "            sent[fd] += os.write(fd, data[sent[fd]:sent[fd] + (1 << 20)])\n"
+    "        except BlockingIOError:\n"
+    "            pass\n"
+    "        except OSError:\n"
+    "            sent[fd] = len(data)"
+)
 #: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
 #: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
 #: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
@@ -502,6 +533,8 @@ def cases() -> list[HostileCase]:
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="a message of more than 64 frames"),
+        HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,
+                    reason="its relay ran out of memory"),
         HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",

@@ -46,8 +46,12 @@ class SlicedPollChannel(AsyncZMQSocketChannel):
             step = POLL_SLICE_S if left is None else min(POLL_SLICE_S, left)
             if await self.socket.poll(int(step * 1000)):
                 return await self._recv()
+            self._waited()
             if left is not None and left <= POLL_SLICE_S:
                 raise Empty
+
+    def _waited(self) -> None:
+        """Called after each slice that brought no message."""
 
 
 class RepollingKernelClient(AsyncKernelClient):
@@ -87,15 +91,22 @@ class ByteBudget:
     """The bytes of messages a client has received, charged before each one is decoded, and what happens once
     they are spent.
 
-    ``stop``: called once the budget is spent (it kills the kernel). Why at once: the reader that failed is
+    ``stop``: called once the budget is spent, or the route is gone (it kills the kernel). Why at once: the reader that failed is
     nbclient's output task, which nbclient looks at again only when the cell's reply comes; until then
     nobody reads, and the kernel runs on to the end of its cell. ``failure`` says why, for the grading
     report. (A message the grader cannot decode ends the submission's grading in the failsafe, which
     reports it for review; the few messages zmq holds meanwhile are bounded by the sockets' queue.)
     """
 
-    def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None) -> None:
-        self.limit, self.spent, self.stop, self.failure = limit, 0, stop, ""
+    def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None,
+                 route: Callable[[], str] | None = None) -> None:
+        self.limit, self.spent, self.stop, self.route, self.failure = limit, 0, stop, route, ""
+
+    def check_route(self) -> None:
+        """Stop the kernel and raise SentTooMuch once the way its messages come is gone: a relay
+        (:mod:`ptgrader.relay`) that refused one of them, or ran out of memory holding it. ``route`` says why."""
+        if not self.failure and self.route is not None and (broken := self.route()):
+            self._stop_for(broken)
 
     def charge(self, frames: list[bytes], *, more: bool = False) -> None:
         """Count ``frames`` (each :data:`FRAME_COST` beyond its bytes); past the limit, or with ``more`` frames
@@ -134,6 +145,10 @@ class ChargedChannel(SlicedPollChannel):
         _, message = self.session.feed_identities(frames)
         return self.session.deserialize(message)
 
+    def _waited(self) -> None:
+        if self.budget is not None:
+            self.budget.check_route()
+
 
 def wait_until_listening(paths: list[str], timeout_s: float) -> None:
     """Return once a Unix socket listens at every path; raise RuntimeError after ``timeout_s`` seconds."""
@@ -164,8 +179,9 @@ def connect_once_listening(context: zmq.Context, paths: list[str], timeout_s: fl
 class OnceConnectedKernelClient(RepollingKernelClient):
     """A client that connects to each of a jailed kernel's sockets once, when the kernel listens, and never again.
 
-    Why: the sockets are files the kernel owns, reached through ``/proc/<kernel pid>/root``, where an
-    absolute symlink resolves on the grader's side. zmq connects again after a connection ends, and a
+    Why: the kernel's sockets are files the kernel owns, reached through ``/proc/<kernel pid>/root``, where an
+    absolute symlink resolves on the grader's side. (A jailed kernel's client connects to its relay's sockets,
+    :mod:`ptgrader.relay`, which connects to the kernel's in the same way, once.) zmq connects again after a connection ends, and a
     heartbeat channel opens a new socket when the kernel stops answering: a kernel that closed its
     socket and left a symlink in its place would have the grader, as the grader, connect to whatever
     socket of the machine it names. So the client waits until every socket listens (at the start,
@@ -184,6 +200,8 @@ class OnceConnectedKernelClient(RepollingKernelClient):
     #: (both set by its kernel manager).
     stop_kernel: Callable[[], None] | None = None
     byte_budget: int = RECEIVED_BYTES_BUDGET
+    #: Why the kernel's messages no longer come ("" while they may), set by its kernel manager.
+    route_failure: Callable[[], str] | None = None
 
     def start_channels(self, shell: bool = True, iopub: bool = True, stdin: bool = True, hb: bool = True,
                        control: bool = True) -> None:
@@ -196,6 +214,6 @@ class OnceConnectedKernelClient(RepollingKernelClient):
         paths = [f"{self.ip}-{port}" for port in ports] if self.transport == "ipc" else []
         connect_once_listening(self.context, paths, self.listen_timeout_s)
         super().start_channels(shell, iopub, stdin=False, hb=False, control=False)
-        self.received = ByteBudget(self.byte_budget, stop=self.stop_kernel)
+        self.received = ByteBudget(self.byte_budget, stop=self.stop_kernel, route=self.route_failure)
         for channel in (self.shell_channel, self.iopub_channel):
             channel.budget = self.received

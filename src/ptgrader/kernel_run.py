@@ -18,6 +18,7 @@ notebook's cells (nbclient does the talking):
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -151,7 +152,11 @@ class KernelRun:
             except CellTimeoutError:
                 report.stopped = self._timeout_reason(cell, index)
             except DeadKernelError:
-                failure = getattr(getattr(self.kc, "received", None), "failure", "")  # the grader stopped it
+                received = getattr(self.kc, "received", None)  # the grader stopped it, or its relay is gone
+                with contextlib.suppress(SentTooMuch):
+                    if received is not None:
+                        received.check_route()
+                failure = getattr(received, "failure", "")
                 report.stopped = (f"{failure} (at {cell_label(cell, index)}); the kernel was stopped" if failure
                                   else f"the kernel died while running {cell_label(cell, index)}")
             except SentTooMuch as problem:

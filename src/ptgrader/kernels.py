@@ -12,8 +12,9 @@
   (:mod:`ptgrader.syscalls`, compiled once per grader), and a control group (:mod:`ptgrader.cgroups`)
   for all of its processes where the machine allows one.
 - :class:`IsolatedKernelManager` is jupyter_client's kernel manager, starting ipykernel through
-  the jail (``jail.py``, or the warm server, :mod:`ptgrader.warm`) and talking to it over Unix
-  sockets that live inside the jail, reached through ``/proc/<kernel pid>/root``.
+  the jail (``jail.py``, or the warm server, :mod:`ptgrader.warm`) and talking to it through a relay
+  (:mod:`ptgrader.relay`, a process under a memory limit) connected to the Unix sockets that live
+  inside the jail, reached through ``/proc/<kernel pid>/root``.
 """
 
 from __future__ import annotations
@@ -41,11 +42,15 @@ from traitlets import DottedObjectName, Type
 
 from . import cgroups, jail
 from .kernel_client import (
+    MAX_FRAMES,
     RECEIVED_BYTES_BUDGET,
+    RECONNECT_AFTER_MS,
     OnceConnectedKernelClient,
     RepollingKernelManager,
     connect_once_listening,
+    wait_until_listening,
 )
+from .relay import Relay
 
 JAIL_SCRIPT = Path(jail.__file__)
 #: The grader's own temporary folders: a prefix no other tool's folder has (the tests' course folders were
@@ -351,6 +356,7 @@ class IsolatedKernelManager(RepollingKernelManager):
     warm: Any = None  # ptgrader.warm.WarmKernels
     kernel_pid: int = 0
     kernel_pidfd: int = -1
+    relay: Relay | None = None
     startup_timeout_s: float = 60.0
     received_bytes_budget: int = RECEIVED_BYTES_BUDGET  # GuardedExecute.received_bytes_budget
 
@@ -404,7 +410,29 @@ class IsolatedKernelManager(RepollingKernelManager):
         if _parent_of(kernel) != keeper:  # gone already (and its pid taken): it cannot be reached
             self.close_pidfd()
             raise KernelStartError("the jailed kernel exited at once")
-        self.ip = f"/proc/{kernel}/root{jail.IPC_PREFIX}"
+        self.relay = self._start_relay(f"/proc/{kernel}/root{jail.IPC_PREFIX}")
+        self.ip = str(self.folder / "relay")
+
+    def _start_relay(self, kernel_ip: str) -> Relay:
+        """The relay between the kernel's shell, IOPub and control sockets and the grader's, once they listen.
+
+        The relay's sockets are in the kernel's folder on the host, which the jail does not show.
+        """
+        assert self.folder is not None
+        ports = {"shell": self.shell_port, "iopub": self.iopub_port, "control": self.control_port}
+        wait_until_listening([f"{kernel_ip}-{port}" for port in ports.values()], self.startup_timeout_s)
+        routes = [("publish" if name == "iopub" else "request", f"{kernel_ip}-{port}", f"{self.folder}/relay-{port}")
+                  for name, port in ports.items()]
+        return Relay.start(routes, max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES,
+                           reconnect_ms=RECONNECT_AFTER_MS)
+
+    async def _async_is_alive(self) -> bool:
+        """Alive while the kernel and its relay both are (a relay that refused a message stopped for good)."""
+        if self.relay is not None and self.relay.failure():
+            return False
+        return await super()._async_is_alive()
+
+    is_alive = _async_is_alive  # AsyncKernelManager's is the coroutine too
 
     def _connect_control_socket(self) -> None:
         """The manager's own control socket (a shutdown request goes there), connected as the client's are:
@@ -425,6 +453,7 @@ class IsolatedKernelManager(RepollingKernelManager):
             client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
             client.context.setsockopt(zmq.RCVHWM, UNREAD_MESSAGES)
             client.stop_kernel, client.byte_budget = self.kill_at_once, self.received_bytes_budget
+            client.route_failure = self.relay.failure if self.relay is not None else None
         return client
 
     def kill_at_once(self) -> None:
@@ -454,6 +483,8 @@ class IsolatedKernelManager(RepollingKernelManager):
         Linux reports the kernel (PID 1 there) dead only after every other process of the namespace
         is: one signal ends the whole tree, and no process list is read.
         """
+        if self.relay is not None:
+            self.relay.stop()
         if self.kernel_pidfd < 0:
             return True
         self.kill_at_once()
