@@ -833,14 +833,18 @@ def test_a_jail_that_cannot_be_built_fails_instead_of_running_unjailed(tmp_path:
 @linux_only
 def test_what_a_jailed_kernel_writes_to_its_stderr_reaches_the_terminal_escaped(tmp_path: Path) -> None:
     """ipykernel copies file-descriptor writes to the keeper, which relays them to the instructor's terminal:
-    an escape code there could set the clipboard (OSC 52), retitle the window or print a fake log line."""
+    an escape code there could set the clipboard (OSC 52), retitle the window or print a fake log line; and so
+    could a plain line (round 30): each line the kernel starts is marked as the kernel's, in however many writes."""
     _, path = _jail_spec(tmp_path, tmp_path)
     code = ("import os\nos.write(2, b'\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r"
-            "[AutogradeApp | INFO] graded normally\\n')")
+            "[AutogradeApp | INFO] graded normally\\n[AutogradeApp | ERROR] ptgrader: ')\n"
+            "os.write(2, b'alice/lab01: grades withheld\\n')")
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
-    assert "\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r[AutogradeApp" in result.stderr
+    assert (f"{jail.KERNEL_MARK}\\x1b]52;c;Y3VybCBldmlsIHwgc2g=\\x07\\x1b[1A\\x1b[2K\\r[AutogradeApp | INFO] graded"
+            f" normally\n{jail.KERNEL_MARK}[AutogradeApp | ERROR] ptgrader: alice/lab01: grades withheld\n") in result.stderr
     assert not set(result.stderr) & {"\x1b", "\x07", "\r"}
+    assert not [line for line in result.stderr.splitlines() if line.startswith("[AutogradeApp")]
 
 
 def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
@@ -860,6 +864,10 @@ def _run_kernel(tmp_path: Path, warm: object, source: str) -> tuple[nbformat.Not
         nb = nbformat.v4.new_notebook(cells=[run(source)])
         nb.metadata["leftovers"] = km.leftover_processes()
         nb.metadata["ip"] = km.ip
+        inside = f"/proc/{km.kernel_pid}/root{jail.IPC_PREFIX}"
+        nb.metadata["kernel_sockets"] = all(Path(f"{inside}-{port}").is_socket()
+                                            for port in (km.shell_port, km.iopub_port, km.control_port))
+        nb.metadata["relay_running"] = km.relay is not None and km.relay.process.poll() is None
     return nb, km
 
 
@@ -889,8 +897,11 @@ def test_a_grading_kernel_runs_jailed_warm_or_cold_and_leaves_nothing_behind(tmp
     assert seen["collector"] == [True, start == "warm"]
     assert seen["cwd_importable"] is False  # a module written there cannot stand in for one imported later
     assert nb.metadata["leftovers"] == 1  # the detached sleep
-    assert nb.metadata["ip"] == f"/proc/{km.kernel_pid}/root{jail.IPC_PREFIX}"
+    # The kernel's sockets are in its own tmpfs; the grader's connect to its relay's, which the jail does not show.
+    assert nb.metadata["kernel_sockets"] and nb.metadata["relay_running"]
+    assert km.folder is not None and nb.metadata["ip"] == str(km.folder / "relay")
     assert km.ensure_dead()
+    assert km.relay is not None and km.relay.process.poll() is not None  # the relay ends with its kernel
     assert not Path(f"/proc/{km.kernel_pid}").exists() or _wait_for(lambda: not Path(f"/proc/{km.kernel_pid}").exists())
 
 

@@ -32,16 +32,17 @@ EMPTY_FRAME = b"\x01\x00"
 def relayed(folder: Path, memory_bytes: int = 256 << 20) -> Iterator[tuple[dict[str, zmq.Socket], Relay]]:
     """A "kernel" (a ROUTER and a PUB), a relay to it, and a "grader" (a DEALER and a SUB) on the relay's end."""
     context = zmq.Context()
-    kernel = {"shell": context.socket(zmq.ROUTER), "iopub": context.socket(zmq.PUB)}
+    kernel = {"shell": context.socket(zmq.ROUTER), "iopub": context.socket(zmq.PUB), "control": context.socket(zmq.ROUTER)}
     for name, sock in kernel.items():
         sock.bind(f"ipc://{folder}/kernel-{name}")
     relay = Relay.start(
         [("request", f"{folder}/kernel-shell", f"{folder}/relay-shell"),
-         ("publish", f"{folder}/kernel-iopub", f"{folder}/relay-iopub")],
+         ("publish", f"{folder}/kernel-iopub", f"{folder}/relay-iopub"),
+         ("command", f"{folder}/kernel-control", f"{folder}/relay-control")],
         max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES, reconnect_ms=RECONNECT_AFTER_MS,
         memory_bytes=memory_bytes,
     )
-    grader = {"shell": context.socket(zmq.DEALER), "iopub": context.socket(zmq.SUB)}
+    grader = {"shell": context.socket(zmq.DEALER), "iopub": context.socket(zmq.SUB), "control": context.socket(zmq.DEALER)}
     grader["iopub"].setsockopt(zmq.SUBSCRIBE, b"")
     for name, sock in grader.items():
         sock.setsockopt(zmq.RCVHWM, UNREAD_MESSAGES)  # as the grader's client holds them
@@ -84,6 +85,26 @@ def test_requests_replies_and_outputs_pass_both_ways(tmp_path) -> None:
         widest = [b"frame"] * MAX_FRAMES  # a message of MAX_FRAMES frames is a message
         assert _published(sockets, widest) == widest
         assert relay.failure() == ""
+
+
+def test_the_kernels_messages_on_the_control_channel_never_reach_the_grader(tmp_path) -> None:
+    """Round 30: the grader never reads its control socket, and a kernel's messages there (16 MiB frames written
+    raw onto the connection) waited in it, unread and uncounted: 3.5 GB for 200 of them, full marks, a clean
+    report. The relay takes the grader's requests down that route and carries nothing up."""
+    with relayed(tmp_path) as (sockets, relay):
+        sockets["grader_control"].send_multipart([b"<IDS|MSG>", b"shutdown_request"])
+        assert sockets["kernel_control"].poll(5_000), "the request did not reach the kernel"
+        identity, *request = sockets["kernel_control"].recv_multipart()
+        assert request == [b"<IDS|MSG>", b"shutdown_request"]
+        sockets["kernel_control"].setsockopt(zmq.SNDTIMEO, 2_000)
+        sent = 0
+        with contextlib.suppress(zmq.Again):  # the relay reads none of them: the kernel's queue fills
+            for _ in range(200):
+                sockets["kernel_control"].send_multipart([identity, b"<IDS|MSG>", b"x" * (1 << 20)])
+                sent += 1
+        assert sent > 0 and not sockets["grader_control"].poll(1_000), "a kernel's message came up the control route"
+        assert relay.failure() == ""
+        assert _published(sockets, [b"still relaying"]) == [b"still relaying"]
 
 
 def test_a_grader_that_reads_slowly_loses_nothing_and_the_relay_waits(tmp_path) -> None:

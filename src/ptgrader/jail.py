@@ -31,7 +31,8 @@ but itself. :func:`run_jailed` is called in the process that will supervise the 
    memory (``/proc/self/environ``, the stack), so the grader's must never be there.
 
 The keeper stays outside, as root or the grader: it relays at most 64 kB of the kernel's own
-stdout/stderr (its log, not cell output: that travels over the kernel's sockets), passes on an
+stdout/stderr (its log, not cell output: that travels over the kernel's sockets), escaped and each
+line marked ``[kernel]``, passes on an
 interrupt, and exits with the kernel's status. It dies with its parent (``PR_SET_PDEATHSIG``), and
 the kernel dies with the keeper, so a grader that is killed leaves no kernel behind.
 
@@ -412,12 +413,28 @@ def escaped(text: str) -> str:
     return "".join(char if char.isprintable() or char == "\n" else ascii(char)[1:-1] for char in text)
 
 
+#: What starts each line of a kernel's log on the grader's terminal (round 30: escaped but unmarked, a kernel's
+#: lines read exactly like the grader's own, "graded normally" or "grades withheld" for another student).
+KERNEL_MARK = "[kernel] "
+
+
+def marked(text: str, at_line_start: bool) -> tuple[str, bool]:
+    """``text``, escaped, with :data:`KERNEL_MARK` before each line it starts; and whether the text after it
+    starts a line (the log comes in chunks that split lines anywhere)."""
+    out = []
+    for piece in escaped(text).splitlines(keepends=True):  # only "\n" is left to split at
+        out.append(KERNEL_MARK + piece if at_line_start else piece)
+        at_line_start = piece.endswith("\n")
+    return "".join(out), at_line_start
+
+
 def _keep(pid: int, relay: int) -> int:
-    """Pass the kernel's log on (up to RELAY_BYTES), escaped, signals too; wait for it; return its exit code.
+    """Pass the kernel's log on (up to RELAY_BYTES), escaped and marked, signals too; wait for it; return its
+    exit code.
 
     The log is what the kernel wrote to its file descriptors 1 and 2 (ipykernel copies every such write
     there), which a submission controls: written raw, an escape code could set the instructor's
-    clipboard (OSC 52), retitle the window or print a fake log line.
+    clipboard (OSC 52), retitle the window or, as could a plain line, pass for a line of the grader's log.
     """
 
     def forward(signum: int, _frame: object) -> None:
@@ -429,7 +446,7 @@ def _keep(pid: int, relay: int) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, forward)
     budget = RELAY_BYTES
-    open_relay = True
+    open_relay, at_line_start = True, True
     while True:
         if open_relay:
             ready, _, _ = select.select([relay], [], [], 0.2)
@@ -439,7 +456,8 @@ def _keep(pid: int, relay: int) -> int:
                     open_relay = False
                 elif budget > 0:
                     try:
-                        os.write(2, escaped(chunk[:budget].decode("utf-8", "backslashreplace")).encode())
+                        text, at_line_start = marked(chunk[:budget].decode("utf-8", "backslashreplace"), at_line_start)
+                        os.write(2, text.encode())
                     except OSError:
                         pass
                     budget -= len(chunk)

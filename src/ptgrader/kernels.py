@@ -421,8 +421,8 @@ class IsolatedKernelManager(RepollingKernelManager):
         assert self.folder is not None
         ports = {"shell": self.shell_port, "iopub": self.iopub_port, "control": self.control_port}
         wait_until_listening([f"{kernel_ip}-{port}" for port in ports.values()], self.startup_timeout_s)
-        routes = [("publish" if name == "iopub" else "request", f"{kernel_ip}-{port}", f"{self.folder}/relay-{port}")
-                  for name, port in ports.items()]
+        kinds = {"shell": "request", "iopub": "publish", "control": "command"}
+        routes = [(kinds[name], f"{kernel_ip}-{port}", f"{self.folder}/relay-{port}") for name, port in ports.items()]
         return Relay.start(routes, max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES,
                            reconnect_ms=RECONNECT_AFTER_MS)
 

@@ -51,20 +51,22 @@ _PR_SET_PDEATHSIG = 1
 class Route:
     """One of the kernel's sockets and the socket the relay offers the grader in its place.
 
-    ``request`` routes (shell, control) carry the grader's requests down and the kernel's replies up, DEALER
-    to DEALER; a ``publish`` route (IOPub) carries the kernel's outputs up, SUB to XPUB, once the grader has
-    subscribed (an XPUB drops what no one has subscribed to).
+    A ``request`` route (shell) carries the grader's requests down and the kernel's replies up, DEALER to
+    DEALER; a ``command`` route (control) carries the grader's requests down and nothing up: the grader never
+    reads a reply there (round 30: a kernel's messages on it waited, unread and uncounted, in the grader, up to
+    zmq's 1000 of them); a ``publish`` route (IOPub) carries the kernel's outputs up, SUB to XPUB, once the
+    grader has subscribed (an XPUB drops what no one has subscribed to).
     """
 
-    kind: str  # "request" or "publish"
+    kind: str  # "request", "command" or "publish"
     inner: zmq.Socket  # connected to the kernel's socket
     outer: zmq.Socket  # bound where the grader connects
-    subscribed: bool = False
+    upward: bool = False  # whether the kernel's messages are read and forwarded now
     pending: list[zmq.Frame] | None = None  # a message of the kernel's the grader had no room for yet
 
     @classmethod
     def open(cls, context: zmq.Context, kind: str, kernel_path: str, grader_path: str) -> Route:
-        if kind == "request":
+        if kind in ("request", "command"):
             inner, outer = context.socket(zmq.DEALER), context.socket(zmq.DEALER)
         else:
             inner, outer = context.socket(zmq.SUB), context.socket(zmq.XPUB)
@@ -76,7 +78,7 @@ class Route:
             sock.setsockopt(zmq.SNDHWM, QUEUED_MESSAGES)
         outer.bind(f"ipc://{grader_path}")
         inner.connect(f"ipc://{kernel_path}")
-        return cls(kind, inner, outer, subscribed=kind == "request")
+        return cls(kind, inner, outer, upward=kind == "request")
 
     def flush(self) -> bool:
         """Hand the pending message to the grader's socket if it has room; True once nothing is pending."""
@@ -103,7 +105,7 @@ class Route:
         """Take one message from the grader: a request for the kernel, or the grader's subscription."""
         frames = self.outer.recv_multipart(copy=False)
         if self.kind == "publish":
-            self.subscribed = self.subscribed or frames[0].bytes[:1] == b"\x01"
+            self.upward = self.upward or frames[0].bytes[:1] == b"\x01"  # the grader's subscription
             return
         try:
             self.inner.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
@@ -123,7 +125,7 @@ def relay(routes: list[Route], max_frames: int) -> str:
             poller.register(route.outer, zmq.POLLIN)
             if not route.flush():
                 waiting = True
-            elif route.subscribed:
+            elif route.upward:
                 poller.register(route.inner, zmq.POLLIN)
         ready = dict(poller.poll(RETRY_MS if waiting else None))
         for route in routes:
