@@ -247,6 +247,30 @@ RAW_FRAMES = (
     "        except OSError:\n"
     "            sent[fd] = len(data)"
 )
+#: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
+#: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
+#: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
+#: writes wait, and its cell runs out of time.
+CONTROL_FLOOD = (
+    "# 40 messages of 16 MiB on the control connection, written raw.\n"
+    "import json, os, socket, struct\n"
+    "port = json.load(open('/ptgrader/run/connection.json'))['control_port']\n"
+    "payload = b'\\x02' + struct.pack('>Q', 16 << 20) + bytes(16 << 20)\n"
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    try:\n"
+    "        end = socket.socket(fileno=os.dup(fd))\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    try:\n"
+    "        ours = str(end.getsockname()).endswith(f'-{port}')\n"
+    "        if ours and not end.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):\n"
+    "            end.settimeout(60)\n"
+    "            for _ in range(40):\n"
+    "                end.sendall(payload)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    end.close()"
+)
 #: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
 #: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
 #: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
@@ -535,6 +559,8 @@ def cases() -> list[HostileCase]:
                     reason="a message of more than 64 frames"),
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="its relay ran out of memory"),
+        HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
+                    reason="ran longer than"),
         HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",
