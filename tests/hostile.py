@@ -271,6 +271,17 @@ CONTROL_FLOOD = (
     "        pass\n"
     "    end.close()"
 )
+#: Round 31: date strings in a message's header, each parsed into a datetime by jupyter_client in the grader's
+#: process before the grader sees the message (four 64 MB headers: 3.9 GB, ten minutes of the grader's time).
+DATED_HEADER = (
+    "# A message whose header holds 200,000 date strings (4.6 MB).\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "header = kernel.session.msg_header('stream')\n"
+    "header['dates'] = ['2020-01-01T00:00:00'] * 200_000\n"
+    "content = {'name': 'stdout', 'text': 'x'}\n"
+    "kernel.session.send(kernel.iopub_socket, 'stream', content, header=header)"
+)
 #: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
 #: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
 #: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
@@ -561,6 +572,8 @@ def cases() -> list[HostileCase]:
                     reason="its relay ran out of memory"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
+        HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,
+                    reason="whose header is over 64 KiB"),
         HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",

@@ -20,6 +20,7 @@ from ptgrader.kernel_client import (
     POLL_SLICE_S,
     FRAME_COST,
     MAX_FRAMES,
+    MAX_HEADER_BYTES,
     ByteBudget,
     ChargedChannel,
     SentTooMuch,
@@ -178,6 +179,10 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
     def good() -> list[bytes]:  # a new message each time: a signature seen twice is refused (a replay)
         return signed.serialize(signed.msg("stream", {"name": "stdout", "text": "ok"}))
 
+    def dated(count: int) -> list[bytes]:  # a header of ``count`` date strings (24 bytes each in JSON)
+        header = signed.msg_header("stream") | {"dates": ["2020-01-01T00:00:00Z"] * count}
+        return signed.serialize(signed.msg("stream", {"name": "stdout", "text": "ok"}, header=header))
+
     forged = Session(key=b"not-the-grader").serialize(signed.msg("stream", {"name": "stdout", "text": "x"}))
     for messages, outcome, why in (
         ([good(), good()], ["stream", "stream"], ""),
@@ -186,6 +191,8 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
          "the kernel sent more than 0 MiB of messages"),
         ([good() + [b""] * MAX_FRAMES, good()], ["SentTooMuch", "SentTooMuch"],  # round 28: millions of frames
          f"the kernel sent a message of more than {MAX_FRAMES} frames"),
+        ([dated(MAX_HEADER_BYTES // 40), dated(MAX_HEADER_BYTES // 10)], ["stream", "SentTooMuch"],  # round 31
+         f"the kernel sent a message whose header is over {MAX_HEADER_BYTES >> 10} KiB"),
     ):
         stopped = []
         limit = sum(len(frame) + FRAME_COST for frame in good()) + 1 if len(messages) == 3 else 1 << 20

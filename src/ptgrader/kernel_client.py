@@ -77,6 +77,11 @@ RECEIVED_BYTES_BUDGET = 256 << 20
 #: The most frames one message may have. A Jupyter message has about seven (identities, delimiter, signature,
 #: header, parent header, metadata, content), and a handful of buffers at most in a comm's.
 MAX_FRAMES = 64
+#: The largest header, parent header or metadata frame a message may have. jupyter_client's ``Session.deserialize``
+#: parses every date string in a header into a datetime, at about 30 bytes of the grader's memory and 1 us of its
+#: CPU for each byte, before the grader sees the message (round 31: four 64 MB headers of dates held the grader at
+#: 3.9 GB for ten minutes). A kernel's own headers are a few hundred bytes.
+MAX_HEADER_BYTES = 64 << 10
 #: What each frame is charged beyond its bytes: the record zmq keeps of it. Round 28: messages of millions of
 #: empty frames were charged a few hundred bytes in all, and held the grader at 4.4 GB and 87 s of CPU.
 FRAME_COST = 64
@@ -84,17 +89,18 @@ FRAME_COST = 64
 
 class SentTooMuch(RuntimeError):
     """A grading kernel sent more than :data:`RECEIVED_BYTES_BUDGET` bytes of messages, or one message of more than
-    :data:`MAX_FRAMES` frames: it is stopped."""
+    :data:`MAX_FRAMES` frames or with a header over :data:`MAX_HEADER_BYTES`, or its relay is gone: it is
+    stopped."""
 
 
 class ByteBudget:
     """The bytes of messages a client has received, charged before each one is decoded, and what happens once
     they are spent.
 
-    ``stop``: called once the budget is spent, or the route is gone (it kills the kernel). Why at once: the reader that failed is
-    nbclient's output task, which nbclient looks at again only when the cell's reply comes; until then
-    nobody reads, and the kernel runs on to the end of its cell. ``failure`` says why, for the grading
-    report. (A message the grader cannot decode ends the submission's grading in the failsafe, which
+    ``stop``: called once the budget is spent, a header is too large, or the route is gone (it kills the kernel).
+    Why at once: the reader that failed is nbclient's output task, which nbclient looks at again only when the
+    cell's reply comes; until then nobody reads, and the kernel runs on to the end of its cell. ``failure`` says
+    why, for the grading report. (A message the grader cannot decode ends the submission's grading in the failsafe, which
     reports it for review; the few messages zmq holds meanwhile are bounded by the sockets' queue.)
     """
 
@@ -102,10 +108,14 @@ class ByteBudget:
                  route: Callable[[], str] | None = None) -> None:
         self.limit, self.spent, self.stop, self.route, self.failure = limit, 0, stop, route, ""
 
+    def reason(self) -> str:
+        """Why the kernel's messages stopped: the budget's failure, or why the route they came by is gone (a relay,
+        :mod:`ptgrader.relay`, that refused one of them or ran out of memory holding it); "" while neither."""
+        return self.failure or (self.route() if self.route is not None else "")
+
     def check_route(self) -> None:
-        """Stop the kernel and raise SentTooMuch once the way its messages come is gone: a relay
-        (:mod:`ptgrader.relay`) that refused one of them, or ran out of memory holding it. ``route`` says why."""
-        if not self.failure and self.route is not None and (broken := self.route()):
+        """Stop the kernel and raise SentTooMuch once the route its messages come by is gone."""
+        if not self.failure and (broken := self.reason()):
             self._stop_for(broken)
 
     def charge(self, frames: list[bytes], *, more: bool = False) -> None:
@@ -119,6 +129,13 @@ class ByteBudget:
             self._stop_for(f"the kernel sent a message of more than {MAX_FRAMES} frames")
         if self.spent > self.limit:
             self._stop_for(f"the kernel sent more than {self.limit >> 20} MiB of messages")
+
+    def check_headers(self, message: list[bytes]) -> None:
+        """Stop the kernel and raise SentTooMuch when a frame of ``message`` (the frames after the delimiter) that
+        jupyter_client decodes as a header (the header, the parent header, the metadata) is over
+        :data:`MAX_HEADER_BYTES`: checked before it is decoded."""
+        if any(len(frame) > MAX_HEADER_BYTES for frame in message[1:4]):
+            self._stop_for(f"the kernel sent a message whose header is over {MAX_HEADER_BYTES >> 10} KiB")
 
     def _stop_for(self, failure: str) -> None:
         self.failure = self.failure or failure
@@ -143,6 +160,8 @@ class ChargedChannel(SlicedPollChannel):
         if self.budget is not None:
             self.budget.charge(frames, more=more)
         _, message = self.session.feed_identities(frames)
+        if self.budget is not None:
+            self.budget.check_headers(message)
         return self.session.deserialize(message)
 
     def _waited(self) -> None:
@@ -181,9 +200,9 @@ class OnceConnectedKernelClient(RepollingKernelClient):
 
     Why: the kernel's sockets are files the kernel owns, reached through ``/proc/<kernel pid>/root``, where an
     absolute symlink resolves on the grader's side. (A jailed kernel's client connects to its relay's sockets,
-    :mod:`ptgrader.relay`, which connects to the kernel's in the same way, once.) zmq connects again after a connection ends, and a
-    heartbeat channel opens a new socket when the kernel stops answering: a kernel that closed its
-    socket and left a symlink in its place would have the grader, as the grader, connect to whatever
+    :mod:`ptgrader.relay`, which connects to the kernel's in the same way, once.) zmq connects again after a
+    connection ends, and a heartbeat channel opens a new socket when the kernel stops answering: a kernel that
+    closed its socket and left a symlink in its place would have the grader, as the grader, connect to whatever
     socket of the machine it names. So the client waits until every socket listens (at the start,
     before any student code has run), connects with reconnection put off past any submission's time
     (:data:`RECONNECT_AFTER_MS`), and starts no heartbeat: the kernel manager knows whether the kernel

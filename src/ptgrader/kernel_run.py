@@ -18,7 +18,6 @@ notebook's cells (nbclient does the talking):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from pathlib import Path
@@ -153,10 +152,7 @@ class KernelRun:
                 report.stopped = self._timeout_reason(cell, index)
             except DeadKernelError:
                 received = getattr(self.kc, "received", None)  # the grader stopped it, or its relay is gone
-                with contextlib.suppress(SentTooMuch):
-                    if received is not None:
-                        received.check_route()
-                failure = getattr(received, "failure", "")
+                failure = received.reason() if received is not None else ""
                 report.stopped = (f"{failure} (at {cell_label(cell, index)}); the kernel was stopped" if failure
                                   else f"the kernel died while running {cell_label(cell, index)}")
             except SentTooMuch as problem:
