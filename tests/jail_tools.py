@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from ptgrader import cgroups
+from ptgrader import cgroups, jail
 from ptgrader.kernels import GraderTemp, IsolatedKernelManager, Isolation
 
 #: Runs one code cell in the live kernel and returns the cell with its outputs.
@@ -42,3 +42,9 @@ def jailed_kernel(course: Path, warm: object = None) -> Iterator[tuple[IsolatedK
     finally:
         km.ensure_dead()
         cgroups.remove(spec.cgroups)
+
+
+def kernel_lines(log: str) -> list[str]:
+    """The lines of a kernel's log as its keeper relays it (each marked ``jail.KERNEL_MARK``), as the kernel wrote
+    them."""
+    return [line.removeprefix(jail.KERNEL_MARK) for line in log.strip().splitlines()]

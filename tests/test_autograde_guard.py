@@ -646,7 +646,7 @@ def test_a_jailed_kernel_sees_only_itself_and_writes_only_its_own_folders(tmp_pa
     result = _jailed(path, code)
     listener.close()
     assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stderr.strip().splitlines()[-1])
+    seen = json.loads(jail_tools.kernel_lines(result.stderr)[-1])
     assert seen["uid"] not in (0, os.getuid()) and set(seen["groups"]) <= {65534}, seen  # 65534: not mapped
     assert seen["pid"] == 1 and seen["processes"] == [1], seen  # its own PID namespace: nothing else in sight
     assert (seen["cwd"], seen["home"]) == (jail.WORK, jail.HOME)
@@ -700,7 +700,7 @@ def test_a_jailed_kernel_cannot_take_the_machine(tmp_path: Path) -> None:
     limits = {**default_limits(), "processes": 20, "file_size": 1 << 20}
     _, path = _jail_spec(tmp_path, tmp_path, limits=limits)
     result = _jailed(path, EXHAUST)
-    memory, children, file = result.stderr.strip().splitlines()[-1].split(" ", 2)
+    memory, children, file = jail_tools.kernel_lines(result.stderr)[-1].split(" ", 2)
     assert memory == "refused"
     assert 0 < int(children) < 20
     assert file == "File too large"
@@ -747,7 +747,7 @@ def test_each_kernel_shares_the_cores_as_one_group(tmp_path: Path) -> None:
     assert Path(hierarchy.parents[-1]) == group.parent
     result = _jailed(path, "print(open('/proc/self/cgroup').read(), flush=True)")
     controllers = [] if hierarchy.version == 2 else ["cpu"]  # v2: one line for every controller
-    lines = [line for line in result.stderr.splitlines()
+    lines = [line for line in jail_tools.kernel_lines(result.stderr)
              if line.count(":") >= 2 and line.split(":")[1].split(",")[:1] == (controllers or [""])]
     assert any(line.endswith("/" + group.name) for line in lines), result.stderr
 
@@ -804,7 +804,7 @@ def test_killing_a_jailed_kernel_or_its_keeper_ends_everything_it_started(tmp_pa
                SPAWN_AND_WAIT.replace("REVERSED", marker[::-1])]
     keeper = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
-        assert keeper.stderr is not None and keeper.stderr.readline().strip() == "ready"
+        assert keeper.stderr is not None and jail_tools.kernel_lines(keeper.stderr.readline()) == ["ready"]
         assert _wait_for(lambda: len(_marked(marker)) == 1), "the detached grandchild did not start"
         kernel, keeper_pid = (int(word) for word in Path(spec.pid_file).read_text().split())
         assert keeper_pid == keeper.pid

@@ -187,7 +187,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     keys_before = _key_count(outside_uid)
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stderr.strip().splitlines()[-1])
+    report = json.loads(jail_tools.kernel_lines(result.stderr)[-1])
     assert report["honest"] == [256.0, True, 0], report
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
