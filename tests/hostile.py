@@ -519,6 +519,7 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
         HostileCase("tall_image", _broken_cell("tall_image"), _all("full"), "unsafe_outputs", policy=True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
+        HostileCase("tall_markdown_image", _broken_cell("tall_markdown_image"), _all("full"), "", policy=True),
         # 1,000 unclosed <ul><li>: shown as text on the pages (its twenty-fold took the sanitiser 179 s, round 7)
         HostileCase("markdown_nesting_bomb", _broken_cell("markdown_nesting_bomb"), _all("full"), "", policy=True),
     ]

@@ -255,6 +255,16 @@ def test_markdown_links_and_images_stay_beside_the_page() -> None:
     assert sources == ["plot.png"], sources
 
 
+def test_markdown_images_keep_only_a_size_a_page_shows() -> None:
+    """Round 32: an image of a Markdown cell said to be 40,000,000 px tall (Chromium lays it out 33,554,432 px
+    tall) put every cell after it, the parts and their scores, past the end of the page."""
+    page = markdown_to_safe_html('<img src="a" width="1" height="40000000"> <img src="b" width="320" height="240"> '
+                                 '<img src="c" width="0" height="1e3"> <img src="d" width="4096" height=" 12 ">')
+    sizes = re.findall(r'<img src="(\w)"((?: (?:width|height)="[^"]*")*)', page)
+    assert sizes == [("a", ' width="1"'), ("b", ' width="320" height="240"'), ("c", ""),
+                     ("d", ' width="4096" height=" 12 "')], sizes
+
+
 def test_markdown_cannot_steer_the_pages_scripts_or_styles() -> None:
     """No id (the formgrader finds score fields by id) and no class but code highlighting's (Bootstrap's modal)."""
     page = markdown_to_safe_html('### test_flatten_heads\n\n<div class="modal show in">12 / 12</div>\n\n'
