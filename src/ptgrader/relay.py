@@ -4,7 +4,7 @@ forwards only messages of at most :data:`~ptgrader.kernel_client.MAX_FRAMES` fra
 Why a process: libzmq holds every frame of a multipart message before its reader can read the first
 one, at about 64 bytes of the reader's memory for each frame, whatever the frame's size. A kernel that
 writes raw ZMTP frames onto its end of a connection (2 bytes each) so grows its reader by 32 bytes for
-each byte it writes: round 29 took a grader to 1.5 GB and 46 s of CPU that way, before the grader could
+each byte it writes: round 28 took a grader to 1.5 GB and 46 s of CPU that way, before the grader could
 read a frame and see the message was no message. No socket option of libzmq bounds the frames of a
 message. So the kernel's reader is this relay, not the grader: past its own limit (an rlimit on its
 data, set before it reads anything) libzmq cannot allocate and the relay dies, which the grader sees at
@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import zmq
 
@@ -135,7 +136,7 @@ def relay(routes: list[Route], max_frames: int) -> str:
                 return refused
 
 
-def serve(spec: dict) -> None:
+def serve(spec: dict[str, Any]) -> None:
     """The relay's life: limit itself, open its routes, say it is ready, relay; print why it stopped, and exit."""
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader's end is the relay's
     memory = spec.get("memory_bytes", MEMORY_BYTES)
