@@ -208,6 +208,21 @@ def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
 
 
 DEAD_KERNEL = "# The kernel dies (os._exit) after part 2.\nimport os\nos._exit(0)"
+#: Round 33: a socket of a family that no network namespace holds (AF_VSOCK, 40, reaches the virtual machine's
+#: host, and other kernels where a vsock loopback is loaded). The filter refuses it; were it opened, the kernel
+#: would end here and its later parts earn nothing.
+VSOCK_SOCKET = (
+    "# An AF_VSOCK socket, bound and listening: past the kernel's network namespace.\n"
+    "import os, socket\n"
+    "try:\n"
+    "    listener = socket.socket(40, socket.SOCK_STREAM)\n"
+    "    listener.bind((0xFFFFFFFF, 47123))\n"
+    "    listener.listen()\n"
+    "except OSError as refused:\n"
+    "    print('refused:', refused)\n"
+    "else:\n"
+    "    os._exit(0)"
+)
 #: Round 28: a message of a million empty frames (zmq "buffers") costs its sender nothing and was charged a few
 #: hundred bytes, while each frame cost the grader about 400 bytes and 8 us (10 million: 4.4 GB, 87 s of CPU).
 EMPTY_FRAMES = (
@@ -567,6 +582,7 @@ def cases() -> list[HostileCase]:
     found += [
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
+        HostileCase("vsock_socket", _after_test(VSOCK_SOCKET), _all("full"), "", policy=False),
         HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="a message of more than 64 frames"),
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,

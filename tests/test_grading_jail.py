@@ -4,8 +4,9 @@ filter, and a whole grading run by a regular user.
 - No variable of the grader's environment is in a kernel's memory, warm or cold: the test puts a secret
   chosen at random into the grader's environment and searches the live kernel's memory for it from
   outside (``/proc/<pid>/mem``, as root), so that the kernel never holds the secret as a search pattern.
-- The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, while an
-  honest kernel still runs torch, its threads, its profiler and a subprocess.
+- The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, and
+  EAFNOSUPPORT to sockets of families outside the kernel's network namespace, while an honest kernel
+  still runs torch, its threads, its profiler, a subprocess and its own namespace's sockets.
 - As root, the suite also grades one lab as a uid of no account, as an instructor without root does:
   the honest solution keeps full marks and a hostile submission run by the jail alone scores 0.
 """
@@ -134,7 +135,7 @@ def test_the_kernels_environment_is_an_allow_list() -> None:
 #: Run in a jailed process after a line that defines NUMBERS (system call numbers) and CLONE_NEWUSER: each
 #: call either succeeds ("ok") or names its errno.
 TRY_SYSCALLS = r"""
-import ctypes, errno, json, os, subprocess, threading
+import ctypes, errno, json, os, socket, subprocess, threading
 import torch
 libc = ctypes.CDLL(None, use_errno=True)
 def outcome(result):
@@ -153,6 +154,19 @@ try:  # every core it may run on, as given: a no-op, were it let through
     report["sched_setaffinity"] = "ok"
 except OSError as refused:
     report["sched_setaffinity"] = errno.errorcode[refused.errno]
+def family(number):
+    try:
+        socket.socket(number, socket.SOCK_STREAM if number != socket.AF_NETLINK else socket.SOCK_RAW).close()
+        return "ok"
+    except OSError as refused:
+        return errno.errorcode[refused.errno]
+report["AF_VSOCK"] = family(40)
+report["AF_PACKET"] = family(17)
+report["socketpair AF_VSOCK"] = outcome(libc.socketpair(40, socket.SOCK_STREAM, 0, (ctypes.c_int * 2)()))
+# the family with its upper 32 bits set: Linux reads an int, the filter the whole register
+report["socket 2**32 + AF_VSOCK"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 40), 1, 0))
+report["socket 2**32 + AF_UNIX"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 1), 1, 0))
+families = [family(number) for number in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)]
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
     product = torch.ones(256, 256) @ torch.ones(256, 256)
 thread = threading.Thread(target=lambda: None)
@@ -160,7 +174,8 @@ thread.start()
 thread.join()
 import resource
 report["priority limits"] = [resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE)]
-report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode]
+report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode,
+                    families, len(socket.socketpair())]
 print(json.dumps(report))
 """
 
@@ -176,11 +191,13 @@ def _key_count(uid: int) -> int:
 
 def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_run(tmp_path: Path) -> None:
     """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run),
-    make a namespace nor take back the cores its job did not give it; matmul, threads, the CPU profiler
-    (lab 05) and a subprocess still work."""
+    make a namespace, take back the cores its job did not give it, nor open a socket of a family its network
+    namespace does not hold (round 33: AF_VSOCK reaches the virtual machine's host); matmul, threads, the CPU
+    profiler (lab 05), a subprocess and the sockets of its own namespace still work."""
     import pyseccomp
 
-    numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) for name in ("add_key", "keyctl", "clone", "clone3")}
+    numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+               for name in ("add_key", "keyctl", "clone", "clone3", "socket")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -188,11 +205,13 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
     report = json.loads(jail_tools.kernel_lines(result.stderr)[-1])
-    assert report["honest"] == [256.0, True, 0], report
+    assert report["honest"] == [256.0, True, 0, ["ok"] * 4, 2], report
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
-                      "clone3": "ENOSYS", "sched_setaffinity": "EPERM"}
+                      "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
+                      "AF_PACKET": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
+                      "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT"}
     assert _key_count(outside_uid) == keys_before
 
 

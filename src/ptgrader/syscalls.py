@@ -26,6 +26,13 @@ filter is inherited across fork and exec, and no process can remove it):
 - **the cores it was given** (``sched_setaffinity``): ``python -m ptgrader.autograde --jobs N`` gives
   each job its share of the cores, and a kernel that took them all back could slow the students graded
   beside it (their timing checks included) with a hundred busy threads.
+- **sockets of families a network namespace does not hold** (``socket`` and ``socketpair`` answer
+  ``EAFNOSUPPORT``, as a Linux kernel without that family does, to every family but ``AF_UNIX``,
+  ``AF_INET``, ``AF_INET6`` and ``AF_NETLINK``): the kernel's own network namespace holds only a loopback
+  device, but some families live outside every namespace. Round 33 bound and listened on an
+  ``AF_VSOCK`` socket from a jailed kernel, open to the virtual machine's host and, where a vsock
+  loopback is loaded, to every kernel graded beside it. An allowlist, not a list of families to refuse,
+  so that a family this machine gains later is refused too.
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import socket
 import tempfile
 
 from . import jail
@@ -52,6 +60,9 @@ BLOCKED = (
     "mount_setattr",
     "sched_setaffinity",
 )
+#: Socket families a kernel may open: its own network namespace holds each of them (a loopback device, its own
+#: routes); every other family answers EAFNOSUPPORT (see the module's docstring).
+SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
                    jail.CLONE_NEWPID, jail.CLONE_NEWNET)
@@ -81,7 +92,18 @@ def compile_filter() -> bytes:
     for flag in NAMESPACE_FLAGS:  # clone's first argument holds its flags on x86_64 and aarch64 alike
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
     rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    for call in ("socket", "socketpair"):  # the family is the first argument of both
+        for family in _refused_families():
+            rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
+        rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call,
+                       pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
     with tempfile.TemporaryFile() as program:
         rules.export_bpf(program)
         program.seek(0)
         return program.read()
+
+
+def _refused_families() -> list[int]:
+    """The family numbers below the largest allowed one that are not allowed (those above it are refused by one
+    comparison): a filter compares an argument with one value at a time, so an allowlist is a list of holes."""
+    return [family for family in range(max(SOCKET_FAMILIES)) if family not in SOCKET_FAMILIES]
