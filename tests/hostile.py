@@ -208,20 +208,27 @@ def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
 
 
 DEAD_KERNEL = "# The kernel dies (os._exit) after part 2.\nimport os\nos._exit(0)"
+
+
+def _refused_or_dead(comment: str, attempt: str) -> str:
+    """A cell that tries ``attempt`` (lines of code, importing os and socket): refused, it prints why and the
+    lab goes on; done, the kernel ends there, so its later parts earn nothing and the case fails."""
+    body = "".join(f"    {line}\n" for line in attempt.splitlines())
+    return (f"# {comment}\nimport os, socket\ntry:\n{body}except OSError as refused:\n"
+            "    print('refused:', refused)\nelse:\n    os._exit(0)")
+
+
 #: Round 33: a socket of a family that no network namespace holds (AF_VSOCK, 40, reaches the virtual machine's
-#: host, and other kernels where a vsock loopback is loaded). The filter refuses it; were it opened, the kernel
-#: would end here and its later parts earn nothing.
-VSOCK_SOCKET = (
-    "# An AF_VSOCK socket, bound and listening: past the kernel's network namespace.\n"
-    "import os, socket\n"
-    "try:\n"
-    "    listener = socket.socket(40, socket.SOCK_STREAM)\n"
-    "    listener.bind((0xFFFFFFFF, 47123))\n"
-    "    listener.listen()\n"
-    "except OSError as refused:\n"
-    "    print('refused:', refused)\n"
-    "else:\n"
-    "    os._exit(0)"
+#: host, and other kernels where a vsock loopback is loaded), bound and listening.
+VSOCK_SOCKET = _refused_or_dead(
+    "An AF_VSOCK socket: past the kernel's network namespace.",
+    "listener = socket.socket(40, socket.SOCK_STREAM)\nlistener.bind((0xFFFFFFFF, 47123))\nlistener.listen()",
+)
+#: Round 34: socket buffers of 8 MiB (the Linux kernel's memory, which no address-space limit counts): 512 pairs
+#: of them held 8 GiB for a regular user's kernel, which has no control group.
+LARGE_SOCKET_BUFFERS = _refused_or_dead(
+    "A socket pair whose buffers hold 8 MiB each way: memory outside the address space.",
+    "pair = socket.socketpair()\npair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)",
 )
 #: Round 28: a message of a million empty frames (zmq "buffers") costs its sender nothing and was charged a few
 #: hundred bytes, while each frame cost the grader about 400 bytes and 8 us (10 million: 4.4 GB, 87 s of CPU).
@@ -583,6 +590,7 @@ def cases() -> list[HostileCase]:
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("vsock_socket", _after_test(VSOCK_SOCKET), _all("full"), "", policy=False),
+        HostileCase("large_socket_buffers", _after_test(LARGE_SOCKET_BUFFERS), _all("full"), "", policy=False),
         HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="a message of more than 64 frames"),
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,

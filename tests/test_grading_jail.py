@@ -5,7 +5,8 @@ filter, and a whole grading run by a regular user.
   chosen at random into the grader's environment and searches the live kernel's memory for it from
   outside (``/proc/<pid>/mem``, as root), so that the kernel never holds the secret as a search pattern.
 - The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, and
-  EAFNOSUPPORT to sockets of families outside the kernel's network namespace, while an honest kernel
+  EAFNOSUPPORT to sockets of families outside the kernel's network namespace, EPERM to memory held outside
+  the address space (memory files, System V segments, larger socket buffers), while an honest kernel
   still runs torch, its threads, its profiler, a subprocess and its own namespace's sockets.
 - As root, the suite also grades one lab as a uid of no account, as an instructor without root does:
   the honest solution keeps full marks and a hostile submission run by the jail alone scores 0.
@@ -167,6 +168,25 @@ report["socketpair AF_VSOCK"] = outcome(libc.socketpair(40, socket.SOCK_STREAM, 
 report["socket 2**32 + AF_VSOCK"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 40), 1, 0))
 report["socket 2**32 + AF_UNIX"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 1), 1, 0))
 families = [family(number) for number in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)]
+try:
+    os.memfd_create("kept")
+    report["memfd_create"] = "ok"
+except OSError as refused:
+    report["memfd_create"] = errno.errorcode[refused.errno]
+report["shmget"] = outcome(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
+pair = socket.socketpair()
+default = pair[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+try:
+    pair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    report["SO_SNDBUF"] = "ok"
+except OSError as refused:
+    report["SO_SNDBUF"] = errno.errorcode[refused.errno]
+size = ctypes.c_int(8 << 20)
+for name, level, option in (("SO_RCVBUF, level 2**32 + SOL_SOCKET", 2**32 + 1, 8), ("SO_RCVBUF + 2**32", 1, 2**32 + 8)):
+    report[name] = outcome(libc.syscall(NUMBERS["setsockopt"], pair[1].fileno(), ctypes.c_long(level),
+                                        ctypes.c_long(option), ctypes.byref(size), 4))
+report["buffers kept"] = [pair[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == default,
+                          pair[1].getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < 8 << 20]
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
     product = torch.ones(256, 256) @ torch.ones(256, 256)
 thread = threading.Thread(target=lambda: None)
@@ -191,13 +211,14 @@ def _key_count(uid: int) -> int:
 
 def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_run(tmp_path: Path) -> None:
     """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run),
-    make a namespace, take back the cores its job did not give it, nor open a socket of a family its network
-    namespace does not hold (round 33: AF_VSOCK reaches the virtual machine's host); matmul, threads, the CPU
-    profiler (lab 05), a subprocess and the sockets of its own namespace still work."""
+    make a namespace, take back the cores its job did not give it, open a socket of a family its network
+    namespace does not hold (round 33: AF_VSOCK reaches the virtual machine's host), nor hold memory outside
+    its address space (round 34: socket buffers; also memory files and System V segments); matmul, threads, the
+    CPU profiler (lab 05), a subprocess and the sockets of its own namespace still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
-               for name in ("add_key", "keyctl", "clone", "clone3", "socket")}
+               for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -211,7 +232,10 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
                       "AF_PACKET": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
-                      "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT"}
+                      "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
+                      "memfd_create": "EPERM", "shmget": "EPERM", "SO_SNDBUF": "EPERM",
+                      "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
+                      "buffers kept": [True, True]}
     assert _key_count(outside_uid) == keys_before
 
 

@@ -33,6 +33,15 @@ filter is inherited across fork and exec, and no process can remove it):
   ``AF_VSOCK`` socket from a jailed kernel, open to the virtual machine's host and, where a vsock
   loopback is loaded, to every kernel graded beside it. An allowlist, not a list of families to refuse,
   so that a family this machine gains later is refused too.
+- **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, and
+  ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps its
+  pages after every mapping of it is gone, and a socket queues up to its buffer size in the Linux
+  kernel's memory; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
+  (as root), the group counts it; where it cannot (a regular user), these were the way past every
+  per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
+  space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
+  torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
+  default buffers (``net.core.wmem_default``, about 200 KiB).
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -59,10 +68,15 @@ BLOCKED = (
     "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
     "mount_setattr",
     "sched_setaffinity",
+    "memfd_create", "memfd_secret", "shmget",
 )
 #: Socket families a kernel may open: its own network namespace holds each of them (a loopback device, its own
 #: routes); every other family answers EAFNOSUPPORT (see the module's docstring).
 SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+#: ``setsockopt`` options (all of level SOL_SOCKET) that set a socket's buffer sizes; each answers EPERM.
+BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
+#: The bits of a system call's argument that Linux reads when the argument is a C int.
+INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
                    jail.CLONE_NEWPID, jail.CLONE_NEWNET)
@@ -97,6 +111,11 @@ def compile_filter() -> bytes:
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
         rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call,
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
+    for option in BUFFER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
+        # their low 32 bits are compared (Linux ignores the rest, and a filter that compared all 64 would not)
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setsockopt",
+                       pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, socket.SOL_SOCKET),
+                       pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, option))
     with tempfile.TemporaryFile() as program:
         rules.export_bpf(program)
         program.seek(0)
