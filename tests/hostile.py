@@ -230,6 +230,13 @@ LARGE_SOCKET_BUFFERS = _refused_or_dead(
     "A socket pair whose buffers hold 8 MiB each way: memory outside the address space.",
     "pair = socket.socketpair()\npair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)",
 )
+#: Round 35: TCP on the kernel's own loopback device, whose buffers Linux grows to 4 MiB a connection out of one
+#: pool for the whole machine (430 connections put its TCP under memory pressure, counted by no limit).
+LOOPBACK_TCP = _refused_or_dead(
+    "A TCP listener on the kernel's own loopback device.",
+    "listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\nlistener.bind(('127.0.0.1', 0))\n"
+    "listener.listen()",
+)
 #: Round 28: a message of a million empty frames (zmq "buffers") costs its sender nothing and was charged a few
 #: hundred bytes, while each frame cost the grader about 400 bytes and 8 us (10 million: 4.4 GB, 87 s of CPU).
 EMPTY_FRAMES = (
@@ -591,6 +598,7 @@ def cases() -> list[HostileCase]:
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("vsock_socket", _after_test(VSOCK_SOCKET), _all("full"), "", policy=False),
         HostileCase("large_socket_buffers", _after_test(LARGE_SOCKET_BUFFERS), _all("full"), "", policy=False),
+        HostileCase("loopback_tcp", _after_test(LOOPBACK_TCP), _all("full"), "", policy=False),
         HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="a message of more than 64 frames"),
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,

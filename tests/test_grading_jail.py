@@ -5,9 +5,9 @@ filter, and a whole grading run by a regular user.
   chosen at random into the grader's environment and searches the live kernel's memory for it from
   outside (``/proc/<pid>/mem``, as root), so that the kernel never holds the secret as a search pattern.
 - The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, and
-  EAFNOSUPPORT to sockets of families outside the kernel's network namespace, EPERM to memory held outside
+  EAFNOSUPPORT to sockets other than local ones (AF_UNIX, AF_NETLINK), EPERM to memory held outside
   the address space (memory files, System V segments, larger socket buffers), while an honest kernel
-  still runs torch, its threads, its profiler, a subprocess and its own namespace's sockets.
+  still runs torch, its threads, its profiler, a subprocess and local sockets.
 - As root, the suite also grades one lab as a uid of no account, as an instructor without root does:
   the honest solution keeps full marks and a hostile submission run by the jail alone scores 0.
 """
@@ -167,7 +167,9 @@ report["socketpair AF_VSOCK"] = outcome(libc.socketpair(40, socket.SOCK_STREAM, 
 # the family with its upper 32 bits set: Linux reads an int, the filter the whole register
 report["socket 2**32 + AF_VSOCK"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 40), 1, 0))
 report["socket 2**32 + AF_UNIX"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 1), 1, 0))
-families = [family(number) for number in (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)]
+families = [family(number) for number in (socket.AF_UNIX, socket.AF_NETLINK)]
+report["AF_INET"] = family(socket.AF_INET)
+report["AF_INET6"] = family(socket.AF_INET6)
 try:
     os.memfd_create("kept")
     report["memfd_create"] = "ok"
@@ -211,10 +213,11 @@ def _key_count(uid: int) -> int:
 
 def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_run(tmp_path: Path) -> None:
     """A kernel cannot fill its uid's keyring (which outlives it, and its uid is reused by the next run),
-    make a namespace, take back the cores its job did not give it, open a socket of a family its network
-    namespace does not hold (round 33: AF_VSOCK reaches the virtual machine's host), nor hold memory outside
-    its address space (round 34: socket buffers; also memory files and System V segments); matmul, threads, the
-    CPU profiler (lab 05), a subprocess and the sockets of its own namespace still work."""
+    make a namespace, take back the cores its job did not give it, open a socket other than a local one
+    (round 33: AF_VSOCK reaches the virtual machine's host; round 35: loopback TCP buffers come out of the
+    machine's own pool), nor hold memory outside its address space (round 34: socket buffers; also memory
+    files and System V segments); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
@@ -226,12 +229,12 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
     report = json.loads(jail_tools.kernel_lines(result.stderr)[-1])
-    assert report["honest"] == [256.0, True, 0, ["ok"] * 4, 2], report
+    assert report["honest"] == [256.0, True, 0, ["ok"] * 2, 2], report
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
-                      "AF_PACKET": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
+                      "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
                       "memfd_create": "EPERM", "shmget": "EPERM", "SO_SNDBUF": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",

@@ -26,13 +26,16 @@ filter is inherited across fork and exec, and no process can remove it):
 - **the cores it was given** (``sched_setaffinity``): ``python -m ptgrader.autograde --jobs N`` gives
   each job its share of the cores, and a kernel that took them all back could slow the students graded
   beside it (their timing checks included) with a hundred busy threads.
-- **sockets of families a network namespace does not hold** (``socket`` and ``socketpair`` answer
-  ``EAFNOSUPPORT``, as a Linux kernel without that family does, to every family but ``AF_UNIX``,
-  ``AF_INET``, ``AF_INET6`` and ``AF_NETLINK``): the kernel's own network namespace holds only a loopback
-  device, but some families live outside every namespace. Round 33 bound and listened on an
-  ``AF_VSOCK`` socket from a jailed kernel, open to the virtual machine's host and, where a vsock
-  loopback is loaded, to every kernel graded beside it. An allowlist, not a list of families to refuse,
-  so that a family this machine gains later is refused too.
+- **sockets other than local ones** (``socket`` and ``socketpair`` answer ``EAFNOSUPPORT``, as a Linux
+  kernel without that family does, to every family but ``AF_UNIX`` and ``AF_NETLINK``): no lab needs a
+  network, and every other family reaches past the kernel's own namespaces or its limits. Round 33 bound
+  and listened on an ``AF_VSOCK`` socket, which no network namespace holds: open to the virtual
+  machine's host and, where a vsock loopback is loaded, to every kernel graded beside it. Round 35 filled
+  TCP connections on the namespace's own loopback device: Linux grows their buffers by itself, to 4 MiB
+  each, out of one pool for the whole machine (``net.ipv4.tcp_mem``) that no control group of cgroup v1
+  and no rlimit counts, and 430 of them put every TCP socket of the machine under memory pressure (UDP
+  draws on such a pool too). An allowlist, not a list of families to refuse, so that a family this
+  machine gains later is refused too.
 - **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, and
   ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps its
   pages after every mapping of it is gone, and a socket queues up to its buffer size in the Linux
@@ -70,9 +73,9 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget",
 )
-#: Socket families a kernel may open: its own network namespace holds each of them (a loopback device, its own
-#: routes); every other family answers EAFNOSUPPORT (see the module's docstring).
-SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK)
+#: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
+#: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
+SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_NETLINK)
 #: ``setsockopt`` options (all of level SOL_SOCKET) that set a socket's buffer sizes; each answers EPERM.
 BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
