@@ -6,7 +6,7 @@ filter, and a whole grading run by a regular user.
   outside (``/proc/<pid>/mem``, as root), so that the kernel never holds the secret as a search pattern.
 - The seccomp filter (``ptgrader.syscalls``) answers EPERM to keyrings and new namespaces, and
   EAFNOSUPPORT to sockets other than local ones (AF_UNIX, AF_NETLINK), EPERM to memory held outside
-  the address space (memory files, System V segments, larger socket buffers), while an honest kernel
+  the address space (memory files, System V segments and queues, larger socket buffers), while an honest kernel
   still runs torch, its threads, its profiler, a subprocess and local sockets.
 - As root, the suite also grades one lab as a uid of no account, as an instructor without root does:
   the honest solution keeps full marks and a hostile submission run by the jail alone scores 0.
@@ -176,6 +176,7 @@ try:
 except OSError as refused:
     report["memfd_create"] = errno.errorcode[refused.errno]
 report["shmget"] = outcome(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
+report["msgget"] = outcome(libc.msgget(0, 0o1600))
 pair = socket.socketpair()
 default = pair[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
 try:
@@ -216,7 +217,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     make a namespace, take back the cores its job did not give it, open a socket other than a local one
     (round 33: AF_VSOCK reaches the virtual machine's host; round 35: loopback TCP buffers come out of the
     machine's own pool), nor hold memory outside its address space (round 34: socket buffers; also memory
-    files and System V segments); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    files and System V segments and queues); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
@@ -236,7 +237,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
-                      "memfd_create": "EPERM", "shmget": "EPERM", "SO_SNDBUF": "EPERM",
+                      "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "SO_SNDBUF": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}
     assert _key_count(outside_uid) == keys_before

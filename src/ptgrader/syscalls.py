@@ -36,10 +36,10 @@ filter is inherited across fork and exec, and no process can remove it):
   and no rlimit counts, and 430 of them put every TCP socket of the machine under memory pressure (UDP
   draws on such a pool too). An allowlist, not a list of families to refuse, so that a family this
   machine gains later is refused too.
-- **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, and
-  ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps its
-  pages after every mapping of it is gone, and a socket queues up to its buffer size in the Linux
-  kernel's memory; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
+- **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``,
+  and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
+  its pages after every mapping of it is gone, System V message queues hold up to 500 MB in the Linux
+  kernel's memory (32,000 queues of 16 KiB), and a socket queues up to its buffer size there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
   (as root), the group counts it; where it cannot (a regular user), these were the way past every
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
   space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
@@ -71,7 +71,7 @@ BLOCKED = (
     "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
     "mount_setattr",
     "sched_setaffinity",
-    "memfd_create", "memfd_secret", "shmget",
+    "memfd_create", "memfd_secret", "shmget", "msgget",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
