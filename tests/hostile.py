@@ -311,6 +311,21 @@ DATED_HEADER = (
     "content = {'name': 'stdout', 'text': 'x'}\n"
     "kernel.session.send(kernel.iopub_socket, 'stream', content, header=header)"
 )
+#: Round 36: headers of date strings just under the 64 KiB limit, each string parsed by jupyter_client at about
+#: 1 us of the grader's CPU a byte: the grader decoded for 110 s, past the cell's 60 s, on 21 s of the kernel's.
+#: Here 600 messages whose header and parent header hold 62 KB of dates each (75 MB, within the byte budget):
+#: about 67 s of decoding that way, past the cell's limit; under a second now.
+DATED_HEADERS_UNDER_THE_LIMIT = (
+    "# 600 messages, their header and parent header each holding 2,600 date strings.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "dates = ['2020-01-01T00:00:00'] * 2_600\n"
+    "for _ in range(600):\n"
+    "    header = kernel.session.msg_header('stream') | {'dates': dates}\n"
+    "    content = {'name': 'stdout', 'text': ''}\n"
+    "    parent = {'msg_id': 'none', 'dates': dates}\n"
+    "    kernel.session.send(kernel.iopub_socket, 'stream', content, parent, header=header)"
+)
 #: One line, no comment: Python to the code policy (``reset - f``), but IPython's automagic read it as
 #: ``%reset -f``, which empties the notebook's namespace (the answers of the parts after it); the round that
 #: found it started a shell the same way (``sx /"";sh -"c" "id"``). Grading kernels run with automagic off.
@@ -607,6 +622,8 @@ def cases() -> list[HostileCase]:
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,
                     reason="whose header is over 64 KiB"),
+        HostileCase("dated_headers_under_the_limit", _after_test(DATED_HEADERS_UNDER_THE_LIMIT), _all("full"), "",
+                    policy=False),
         HostileCase("sigint_proof_loop", _after_test(SIGINT_PROOF_LOOP), _first_two_full, "stopped", False),
         HostileCase(
             "silent_cells_past_the_time", _after_test(SILENT_CELL, -1, SILENT_CELLS), _all("full"), "stopped",
