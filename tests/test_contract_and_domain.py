@@ -737,6 +737,33 @@ def test_state_kept_outside_the_arguments_and_a_cached_result_are_seen(monkeypat
     assert allowed["second call"] == "same result"  # a view of the input each time: not a result kept
 
 
+def test_state_in_a_meta_storage_s_size_and_a_generator_s_place_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 37: a meta tensor's storage grown by a byte at each call (no values, no version counter), and a
+    generator without locals advanced at each call (thirty ``yield`` in a row), counted the calls unseen."""
+    calls_seen = torch.empty(0, device="meta")
+
+    def storage_counter(t: torch.Tensor) -> torch.Tensor:
+        storage = calls_seen.untyped_storage()
+        storage.resize_(storage.nbytes() + 1)
+        return t * 2
+
+    def numbers() -> Iterator[int]:
+        yield 1
+        yield 2
+        yield 3
+        yield 4
+        yield 5
+
+    ticks = numbers()
+
+    def place_counter(t: torch.Tensor) -> torch.Tensor:
+        next(ticks, None)
+        return t * 2
+
+    for function in (storage_counter, place_counter):
+        assert contract_of(function, torch.ones(2), monkeypatch=monkeypatch)["state kept by the function"], function
+
+
 def test_the_recorder_runs_no_method_of_a_value_s_class(monkeypatch: pytest.MonkeyPatch) -> None:
     """Round 19: a dict whose ``items()`` and a list whose ``__iter__`` showed nothing hid what was appended; a
     module held in a plain list (not a child) and a helper object's class attribute were recorded by identity."""

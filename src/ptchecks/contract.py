@@ -239,7 +239,7 @@ class _Recorder:
         except (TypeError, ValueError):
             pass
         own = _own_dict(value)  # recorded by _fields, by name
-        return [self(_c_reduce(value)), self(_held_in_cpp(value)),
+        return [self(_c_reduce(value)), self(_held_in_cpp(value)), _paused_at(value),
                 [self(item) for item in gc.get_referents(value) if item is not own]]
 
     def _fields(self, value: object) -> object:
@@ -439,6 +439,21 @@ def _c_fields(value: object) -> list[tuple[str, object]]:
     return found
 
 
+#: Python's objects that hold a frame which runs, stops and goes on, and the attribute that holds it.
+_PAUSING = ((types.GeneratorType, "gi_frame"), (types.CoroutineType, "cr_frame"), (types.AsyncGeneratorType, "ag_frame"))
+
+
+def _paused_at(value: object) -> object:
+    """Where a generator (a coroutine, an async generator) is paused: its frame's last instruction, or "done"; and
+    where a frame is. The garbage collector shows a frame's locals, not its place (round 37: thirty ``yield``
+    statements in a row, no local among them, counted the calls of the function that advanced them)."""
+    for kind, attribute in _PAUSING:
+        if type(value) is kind:
+            frame = getattr(value, attribute)
+            return "done" if frame is None else frame.f_lasti
+    return value.f_lasti if type(value) is types.FrameType else None
+
+
 def _c_reduce(value: object) -> object:
     """What the first class written in C among the value's classes says it is made of (its own ``__reduce__``:
     a ``range`` iterator's position, a ``count``'s next value, a ``repeat``'s object), never through a
@@ -474,8 +489,11 @@ def _tensor_state(tensor: torch.Tensor, recorder: _Recorder | None = None, *, gr
     # module's parameters' hooks are its own part, "hooks")
     held = [recorder(getattr(tensor, name, None)) for name in ("_backward_hooks", "_post_accumulate_grad_hooks")
             ] if hooks else None
+    # the storage's size, a meta tensor's too (round 37: a meta tensor's storage grown by a byte at each call,
+    # which no version counter sees and no value shows, counted the calls)
+    size = tensor.untyped_storage().nbytes()
     return (type(tensor), values, tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-            tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node, _StorageOf(tensor))
+            tensor._version, tensor.requires_grad, grad, attributes, held, beyond, node, size, _StorageOf(tensor))
 
 
 class _StorageOf:
