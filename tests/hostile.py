@@ -313,14 +313,14 @@ DATED_HEADER = (
 )
 #: Round 36: headers of date strings just under the 64 KiB limit, each string parsed by jupyter_client at about
 #: 1 us of the grader's CPU a byte: the grader decoded for 110 s, past the cell's 60 s, on 21 s of the kernel's.
-#: Here 600 messages whose header and parent header hold 62 KB of dates each (75 MB, within the byte budget):
-#: about 67 s of decoding that way, past the cell's limit; under a second now.
+#: Here 100 messages whose header and parent header hold 62 KB of dates each (12.5 MB, within the runtime
+#: course's 16 MiB budget): about 12 s of decoding that way, past that course's 5 s cells; a tenth of a second now.
 DATED_HEADERS_UNDER_THE_LIMIT = (
-    "# 600 messages, their header and parent header each holding 2,600 date strings.\n"
+    "# 100 messages, their header and parent header each holding 2,600 date strings.\n"
     "from ipykernel.kernelbase import Kernel\n"
     "kernel = Kernel.instance()\n"
     "dates = ['2020-01-01T00:00:00'] * 2_600\n"
-    "for _ in range(600):\n"
+    "for _ in range(100):\n"
     "    header = kernel.session.msg_header('stream') | {'dates': dates}\n"
     "    content = {'name': 'stdout', 'text': ''}\n"
     "    parent = {'msg_id': 'none', 'dates': dates}\n"
