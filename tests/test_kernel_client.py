@@ -216,7 +216,7 @@ def test_only_a_headers_own_date_is_parsed() -> None:
     grader parses each header's own date only; every other string stays a string, and jupyter_client's
     own function is back in place after each message."""
     signed = Session(key=b"the-grader")
-    stamp = "2026-12-06T01:54:14"
+    stamp = "2026-12-06T01:54:14Z"  # with its time zone, as a kernel writes it
     header = signed.msg_header("stream") | {"dates": [stamp] * (MAX_HEADER_BYTES // 40)}
     parent = {"msg_id": "request", "date": stamp, "dates": [stamp] * 3}
     frames = signed.serialize(signed.msg("stream", {"name": "stdout", "text": "ok"}, header=header, parent=parent))
