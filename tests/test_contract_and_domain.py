@@ -74,6 +74,36 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
     assert contract[key] == seen
 
 
+def _seeded_and_put_back(n: int) -> list[int]:
+    """Round 39: the global generator seeded and drawn from, then its state put back."""
+    state = torch.get_rng_state()
+    torch.default_generator.manual_seed(n)
+    order = torch.randperm(n).tolist()
+    torch.set_rng_state(state)
+    return order
+
+
+def _global_by_name(n: int) -> list[int]:
+    return torch.randperm(n, generator=torch.default_generator).tolist()
+
+
+def _own_generator(n: int) -> list[int]:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(n)).tolist()
+
+
+@pytest.mark.parametrize(("function", "drew"), [(_seeded_and_put_back, True), (_global_by_name, True),
+                                                (_own_generator, False), (lambda n: list(range(n)), False)])
+def test_a_watched_call_sees_draws_from_the_global_generator_even_put_back(
+        function: Callable[..., Any], drew: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = torch.get_rng_state()
+    contract = contract_of(function, 6, monkeypatch=monkeypatch, draws_watched=True)
+    assert contract["drew from the global generator"] is drew
+    assert contract["global RNG drawn"] is (function is _global_by_name)  # the state alone sees only this one
+    if function is not _global_by_name:  # the watcher's own test (_is_global) puts the generator back
+        assert torch.equal(torch.get_rng_state(), state)
+    assert "drew from the global generator" not in contract_of(function, 6, monkeypatch=monkeypatch)
+
+
 def test_a_quiet_setting_left_changed_by_an_earlier_call_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
     """A visible test calls the function unchecked first: a setting that changes no number on the CPU (round 7:
     float32 matmul precision left at "high") then is already changed when the harness calls it, before and

@@ -241,6 +241,24 @@ def test_malformed_payloads_are_rejected_without_running_anything() -> None:
             channel.decode(payload)
 
 
+def test_a_tensor_header_over_its_limit_is_refused_unread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 39: a header declaring 400,000 empty tensors cost 6 s and 775 MB to load; a long one is refused
+    before safetensors reads it, and the longest header one tensor of 64 dimensions needs is not."""
+    def refuse(_: bytes) -> None:
+        raise AssertionError("safetensors read a header over the limit")
+
+    many = save({f"t{i}": torch.zeros(0) for i in range(2_000)})
+    assert int.from_bytes(many[:8], "little") > channel.MAX_TENSOR_HEADER
+    widest = torch.zeros((1,) * 63 + (0,))
+    monkeypatch.setattr("safetensors.torch.load", refuse)
+    for data in (many, b"", b"\x01"):
+        with pytest.raises(ValueError, match="header"):
+            channel.decode({"name": "x", "safetensors": base64.b64encode(data).decode()})
+    monkeypatch.undo()
+    _, output = channel.decode({"name": "x", "safetensors": base64.b64encode(save({"value": widest})).decode()})
+    assert output.value.shape == widest.shape
+
+
 def test_a_passing_check_sends_what_it_saw_numbered_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     shown: list[dict] = []
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")

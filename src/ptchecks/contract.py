@@ -36,7 +36,8 @@ What :func:`call` observes (the keys of the output it sends):
   (:data:`_QUIET`) and the modes, hooks and stacks a call could leave entered (:func:`_stacks`), compared
   before and after each call;
 - ``global RNG drawn``: whether the global generator moved (a part that takes a generator, or
-  none at all, must not draw from it);
+  none at all, must not draw from it); with ``draws_watched=True``, also ``drew from the global generator``:
+  whether any random operation drew from it, even where the function put its state back;
 - ``after an interrupt`` (with ``interrupt=``): which modes, ``training`` flags, hooks and
   ``requires_grad`` flags stay changed when a module inside the call raises ``KeyboardInterrupt``,
   and whether the interrupt reached the caller.
@@ -58,6 +59,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["call", "type_tree"]
 
@@ -1185,6 +1187,50 @@ def _overlap(one: tuple[int, int] | None, other: tuple[int, int] | None) -> bool
     return one is not None and other is not None and one[0] < other[1] and other[0] < one[1]
 
 
+def _is_global(generator: torch.Generator) -> bool:
+    """Whether ``generator`` is the global generator of its device (the CPU's, or a CUDA device's).
+
+    A generator reaches a dispatch mode as a new Python object, so identity cannot tell: the global
+    one is reseeded for a moment and ``generator`` is asked whether its seed moved with it."""
+    if generator.device.type == "cpu":
+        default = torch.default_generator
+    elif generator.device.type == "cuda":
+        default = torch.cuda.default_generators[generator.device.index or 0]
+    else:
+        return False
+    state, seed = default.get_state(), generator.initial_seed()
+    try:
+        default.manual_seed(seed ^ 1)
+        return generator.initial_seed() == seed ^ 1
+    finally:
+        default.set_state(state)
+
+
+class _GlobalDraws(TorchDispatchMode):
+    """Sees every random operation that draws from a global generator: one given no generator, or
+    a global one by name (``torch.default_generator``).
+
+    Why: a function can save the global state, seed it, draw and put the state back (round 39);
+    the state compared before and after never shows it, though the draw changes what any other
+    thread draws meanwhile and the text says the generator is not drawn from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drawn = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            own = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Generator)]
+            self.drawn = self.drawn or not own or any(_is_global(generator) for generator in own)
+        return func(*args, **kwargs)
+
+
+def _watched(watcher: _GlobalDraws | None) -> contextlib.AbstractContextManager[object]:
+    return watcher if watcher is not None else contextlib.nullcontext()
+
+
 def _rng_state() -> list[torch.Tensor]:
     states = [torch.get_rng_state()]
     if torch.cuda.is_available():
@@ -1230,7 +1276,7 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
          rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, key_order: bool = True,
-         grads_free: bool = False, **kwargs: Any) -> Any:
+         grads_free: bool = False, draws_watched: bool = False, **kwargs: Any) -> Any:
     """Call ``function(*args, **kwargs)`` three times; send the first result and the contract; return the first.
 
     The result goes out under ``label`` (a tensor, or a list, tuple or dict holding tensors, item
@@ -1246,6 +1292,9 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     dict's keys free: the result and its type go out with each dict's keys sorted. ``grads_free=True`` is
     for a training step whose text leaves free what a module's parameters hold in ``.grad`` afterwards
     (this batch's gradients, or ``None`` after a last ``zero_grad()``): their ``gradients`` are not recorded.
+    ``draws_watched=True`` is for a part whose text says the global generator is not drawn from: every call runs
+    under :class:`_GlobalDraws`, and ``drew from the global generator`` says whether any random operation did,
+    even one whose state the function put back.
     """
     from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
 
@@ -1253,13 +1302,16 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     left_changed = _changed(_quiet_baseline(), found) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
     put_back_quiet_settings(found)
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
-    first = function(*args, **kwargs)
+    watcher = _GlobalDraws() if draws_watched else None
+    with _watched(watcher):
+        first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
     kept_after = _Recorder().record(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
-        second = function(*args, **kwargs)
+        with _watched(watcher):
+            second = function(*args, **kwargs)
         after_unusual = _modes()
     kept_after_second = _Recorder().record(function)
     # the inputs as the second call left them too: a function may change them only when called again (round 23)
@@ -1268,7 +1320,8 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     # deterministic algorithms) could keep state, draw, or hand back a cached result on every usual call only,
     # which the second call alone never sees (round 27).
     before_third = _modes()
-    third = function(*args, **kwargs)
+    with _watched(watcher):
+        third = function(*args, **kwargs)
     modes_third = _modes()
     kept_after_third = _Recorder().record(function)
     after_third = _records(args, kwargs, gradients=not grads_free)
@@ -1291,6 +1344,8 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
                                     + _changed(before_third, modes_third) + left_changed)),
         "global RNG drawn": not _same(rng, _rng_state()),
     }
+    if watcher is not None:
+        contract["drew from the global generator"] = watcher.drawn
     put_back_quiet_settings()
     if not view_allowed:
         contract["aliases"] = list(dict.fromkeys(path for result in results for path in _aliases(result, args, kwargs)))

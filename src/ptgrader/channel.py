@@ -27,6 +27,11 @@ MIME = "application/vnd.ptgrader.output+json"
 #: The most outputs, and bytes of outputs, the grader keeps from one submission (more are dropped).
 MAX_OUTPUTS = 4096
 MAX_BYTES = 64 << 20
+#: The largest safetensors header a tensor output may have. One tensor's (its dtype, its shape, its
+#: offsets) takes a few hundred bytes; a header declaring 400,000 empty tensors (23 MB) cost the grader
+#: 6 s and 775 MB to load before it could be refused as more than one tensor (round 39), so a longer
+#: header is refused unread.
+MAX_TENSOR_HEADER = 16 << 10
 
 
 # ------------------------------------------------------------------------------------- in the grader
@@ -62,7 +67,10 @@ def decode(payload: object) -> tuple[str, Output]:
     if "safetensors" in payload:
         from safetensors.torch import load
 
-        tensors = load(base64.b64decode(payload["safetensors"], validate=True))
+        data = base64.b64decode(payload["safetensors"], validate=True)
+        if len(data) < 8 or int.from_bytes(data[:8], "little") > MAX_TENSOR_HEADER:
+            raise ValueError(f"output {name!r}: a safetensors header over {MAX_TENSOR_HEADER} bytes")
+        tensors = load(data)
         if set(tensors) != {"value"}:
             raise ValueError(f"output {name!r}: expected one tensor")
         device = payload.get("device")
