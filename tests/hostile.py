@@ -276,6 +276,18 @@ RAW_FRAMES = (
     "        except OSError:\n"
     "            sent[fd] = len(data)"
 )
+#: Round 40: messages of 7 frames of 31 MiB each, under every limit of their shape, that the relay could not hold:
+#: libzmq dropped the relay's connection, and the grader waited for a silent kernel until the cell's time ran
+#: out. The relay now stops on a dropped connection to a running kernel, and says so.
+FRAMES_PAST_THE_RELAYS_MEMORY = (
+    "# 8 messages of 7 frames of 31 MiB each on the output channel.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "frame = bytes(31 << 20)\n"
+    "for _ in range(8):\n"
+    "    kernel.session.send(kernel.iopub_socket, 'stream', {'name': 'stdout', 'text': 'a'},\n"
+    "                        parent=kernel.get_parent(), buffers=[frame] * 7)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -618,6 +630,8 @@ def cases() -> list[HostileCase]:
                     reason="a message of more than 64 frames"),
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="its relay ran out of memory"),
+        HostileCase("frames_past_the_relays_memory", _after_test(FRAMES_PAST_THE_RELAYS_MEMORY), _first_two_full,
+                    "stopped", policy=False, reason="connection to the running kernel dropped"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

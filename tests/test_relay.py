@@ -159,6 +159,30 @@ def test_raw_frames_written_by_a_kernel_end_the_relay_not_the_grader(tmp_path) -
     assert why == "the kernel sent messages that took more than 64 MiB to hold (its relay ran out of memory)"
 
 
+def test_messages_past_the_relays_memory_stop_it_with_the_reason_not_a_silent_wait(tmp_path) -> None:
+    """Round 40: frames under every limit of their shape (7 of 31 MiB) that did not fit in the relay's memory made
+    libzmq drop the connection; the relay then waited for nothing and the grader for a silent kernel, 60 s."""
+    with relayed(tmp_path, memory_bytes=64 << 20) as (sockets, relay):
+        assert _published(sockets, [b"first"]) == [b"first"]
+        sockets["kernel_iopub"].setsockopt(zmq.SNDTIMEO, 5_000)
+        with contextlib.suppress(zmq.Again):
+            for _ in range(8):
+                sockets["kernel_iopub"].send_multipart([b"x" * (16 << 20)] * 7)
+        why = _dead_within(relay, 30)
+    assert why.startswith("the relay's connection to the running kernel dropped"), why
+
+
+def test_a_kernel_that_ends_is_no_failure_of_its_relay(tmp_path) -> None:
+    """A kernel that ends drops its connections too: the grader tells that by the kernel, not by the relay."""
+    with relayed(tmp_path) as (sockets, relay):
+        assert _published(sockets, [b"first"]) == [b"first"]
+        for name in ("shell", "iopub", "control"):  # as a kernel's end: its sockets close, and its root goes
+            sockets[f"kernel_{name}"].close(linger=0)
+            (tmp_path / f"kernel-{name}").unlink()
+        time.sleep(1.0)
+        assert relay.failure() == "" and relay.process.poll() is None
+
+
 def _write_raw(fd: int, data: bytes, seconds: float = 30.0) -> None:
     """Write ``data`` on libzmq's non-blocking descriptor ``fd`` until written, or the peer is gone (libzmq
     then closes ``fd``)."""

@@ -25,24 +25,28 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 #: The relay's data (heap and private writable mappings): enough for a handful of the largest messages the
 #: grader takes (32 MiB), and past it the relay dies instead of the grader growing.
 MEMORY_BYTES = 384 << 20
 #: The relay's CPU time, in seconds: forwarding the most a kernel may send costs well under a second.
 CPU_SECONDS = 60
-#: How the relay exits after a message of too many frames (it prints why on its standard output first), and
-#: when Python cannot allocate (libzmq's failed allocation aborts it: SIGABRT).
-TOO_MANY_FRAMES, OUT_OF_MEMORY = 3, 4
+#: How the relay exits after a message it refuses or a connection the kernel's messages broke (it prints why on its
+#: standard output first), and when Python cannot allocate (libzmq's failed allocation aborts it: SIGABRT).
+REFUSED, OUT_OF_MEMORY = 3, 4
 #: How often a message the grader has no room for yet is offered again, in ms: an XPUB socket never says when
 #: it has room (its POLLOUT is always set), it only refuses a message while its queue is full.
 RETRY_MS = 10
 #: How long the relay may take to bind its sockets, in seconds.
 START_TIMEOUT_S = 30.0
+#: How long after a dropped connection the kernel's socket may still be there if the kernel is ending, in s.
+ENDING_S = 0.5
 #: Messages a socket of the relay holds unread, or unsent, before it stops reading from the other side.
 QUEUED_MESSAGES = 4
 _PR_SET_PDEATHSIG = 1
@@ -62,6 +66,8 @@ class Route:
     kind: str  # "request", "command" or "publish"
     inner: zmq.Socket  # connected to the kernel's socket
     outer: zmq.Socket  # bound where the grader connects
+    kernel_path: str  # the kernel's socket (gone once the kernel has ended)
+    dropped: zmq.Socket  # tells when ``inner``'s connection to the kernel drops
     upward: bool = False  # whether the kernel's messages are read and forwarded now
     pending: list[zmq.Frame] | None = None  # a message of the kernel's the grader had no room for yet
 
@@ -78,8 +84,25 @@ class Route:
             sock.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
             sock.setsockopt(zmq.SNDHWM, QUEUED_MESSAGES)
         outer.bind(f"ipc://{grader_path}")
+        dropped = inner.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         inner.connect(f"ipc://{kernel_path}")
-        return cls(kind, inner, outer, upward=kind == "request")
+        return cls(kind, inner, outer, kernel_path, dropped, upward=kind == "request")
+
+    def lost(self) -> str:
+        """Why the connection to a running kernel dropped, or "" (after a monitor event of ``dropped``).
+
+        Round 40: a message of 7 frames of 31 MiB each, under every limit of its shape, did not fit in the
+        relay's memory; libzmq dropped the connection instead of aborting, the relay waited for nothing, and
+        the grader saw a silent kernel until the cell's time ran out. A kernel that has ended drops its
+        connections too: that one is the kernel's death, which the grader tells by itself."""
+        recv_monitor_message(self.dropped)
+        deadline = time.monotonic() + ENDING_S
+        while os.path.exists(self.kernel_path):  # a kernel closes its sockets a moment before its root goes
+            if time.monotonic() > deadline:
+                return (f"the relay's connection to the running kernel dropped (messages over the relay's"
+                        f" {MEMORY_BYTES >> 20} MiB, or a socket the kernel closed)")
+            time.sleep(0.02)
+        return ""
 
     def flush(self) -> bool:
         """Hand the pending message to the grader's socket if it has room; True once nothing is pending."""
@@ -124,12 +147,15 @@ def relay(routes: list[Route], max_frames: int) -> str:
         poller, waiting = zmq.Poller(), False
         for route in routes:
             poller.register(route.outer, zmq.POLLIN)
+            poller.register(route.dropped, zmq.POLLIN)
             if not route.flush():
                 waiting = True
             elif route.upward:
                 poller.register(route.inner, zmq.POLLIN)
         ready = dict(poller.poll(RETRY_MS if waiting else None))
         for route in routes:
+            if ready.get(route.dropped, 0) & zmq.POLLIN and (lost := route.lost()):
+                return lost
             if ready.get(route.outer, 0) & zmq.POLLIN:
                 route.down()
             if ready.get(route.inner, 0) & zmq.POLLIN and (refused := route.up(max_frames)):
@@ -153,7 +179,7 @@ def serve(spec: dict[str, Any]) -> None:
     except MemoryError:
         os._exit(OUT_OF_MEMORY)
     print(refused, flush=True)
-    os._exit(TOO_MANY_FRAMES)
+    os._exit(REFUSED)
 
 
 @dataclass
@@ -188,7 +214,7 @@ class Relay:
         status = self.process.returncode
         out = self.process.stdout
         said = out.read().strip() if out is not None and not out.closed else ""
-        if status == TOO_MANY_FRAMES and said:
+        if status == REFUSED and said:
             self._failure = said
         elif status in (-signal.SIGABRT, OUT_OF_MEMORY):  # libzmq's failed allocation, or Python's
             self._failure = (f"the kernel sent messages that took more than {self.memory_bytes >> 20} MiB to hold"
