@@ -288,6 +288,30 @@ FRAMES_PAST_THE_RELAYS_MEMORY = (
     "    kernel.session.send(kernel.iopub_socket, 'stream', {'name': 'stdout', 'text': 'a'},\n"
     "                        parent=kernel.get_parent(), buffers=[frame] * 7)"
 )
+#: Round 41: the kernel's control socket renamed and replaced by a link to a path of the grader's machine, then the
+#: relay's connection to it shut down: the relay asked that file whether the kernel had ended, following the link
+#: on the grader's machine (an oracle on which paths exist there; a missing one kept the relay waiting). It asks
+#: the kernel's process now: the connection of a running kernel dropped, whatever its socket file became.
+SOCKET_REPLACED_BY_A_LINK = (
+    "# The control socket replaced by a link to a missing path, its connection shut down.\n"
+    "import json, os, socket, time\n"
+    "path = f\"/ptgrader/run/ipc-{json.load(open('/ptgrader/run/connection.json'))['control_port']}\"\n"
+    "os.rename(path, path + '.old')\n"
+    "os.symlink('/no/such/path/on/the/graders/machine', path)\n"
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    try:\n"
+    "        end = socket.socket(fileno=os.dup(fd))\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    try:\n"
+    "        if end.getsockname() == path and not end.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):\n"
+    "            end.shutdown(socket.SHUT_RDWR)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    finally:\n"
+    "        end.detach()\n"
+    "time.sleep(2)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -632,6 +656,8 @@ def cases() -> list[HostileCase]:
                     reason="its relay ran out of memory"),
         HostileCase("frames_past_the_relays_memory", _after_test(FRAMES_PAST_THE_RELAYS_MEMORY), _first_two_full,
                     "stopped", policy=False, reason="connection to the running kernel dropped"),
+        HostileCase("socket_replaced_by_a_link", _after_test(SOCKET_REPLACED_BY_A_LINK), _first_two_full, "stopped",
+                    policy=False, reason="connection to the running kernel dropped"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,10 @@ EMPTY_FRAME = b"\x01\x00"
 
 
 @contextlib.contextmanager
-def relayed(folder: Path, memory_bytes: int = 256 << 20) -> Iterator[tuple[dict[str, zmq.Socket], Relay]]:
-    """A "kernel" (a ROUTER and a PUB), a relay to it, and a "grader" (a DEALER and a SUB) on the relay's end."""
+def relayed(folder: Path, memory_bytes: int = 256 << 20,
+            kernel_pid: int | None = None) -> Iterator[tuple[dict[str, zmq.Socket], Relay]]:
+    """A "kernel" (a ROUTER and a PUB; its process this one, or ``kernel_pid``), a relay to it, and a "grader"
+    (a DEALER and a SUB) on the relay's end."""
     context = zmq.Context()
     kernel = {"shell": context.socket(zmq.ROUTER), "iopub": context.socket(zmq.PUB), "control": context.socket(zmq.ROUTER)}
     for name, sock in kernel.items():
@@ -39,8 +42,8 @@ def relayed(folder: Path, memory_bytes: int = 256 << 20) -> Iterator[tuple[dict[
         [("request", f"{folder}/kernel-shell", f"{folder}/relay-shell"),
          ("publish", f"{folder}/kernel-iopub", f"{folder}/relay-iopub"),
          ("command", f"{folder}/kernel-control", f"{folder}/relay-control")],
-        max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES, reconnect_ms=RECONNECT_AFTER_MS,
-        memory_bytes=memory_bytes,
+        kernel_pid=kernel_pid or os.getpid(), max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES,
+        reconnect_ms=RECONNECT_AFTER_MS, memory_bytes=memory_bytes,
     )
     grader = {"shell": context.socket(zmq.DEALER), "iopub": context.socket(zmq.SUB), "control": context.socket(zmq.DEALER)}
     grader["iopub"].setsockopt(zmq.SUBSCRIBE, b"")
@@ -174,13 +177,30 @@ def test_messages_past_the_relays_memory_stop_it_with_the_reason_not_a_silent_wa
 
 def test_a_kernel_that_ends_is_no_failure_of_its_relay(tmp_path) -> None:
     """A kernel that ends drops its connections too: the grader tells that by the kernel, not by the relay."""
-    with relayed(tmp_path) as (sockets, relay):
+    process = subprocess.Popen(["sleep", "60"])
+    with relayed(tmp_path, kernel_pid=process.pid) as (sockets, relay):
         assert _published(sockets, [b"first"]) == [b"first"]
-        for name in ("shell", "iopub", "control"):  # as a kernel's end: its sockets close, and its root goes
+        process.kill()
+        process.wait()
+        for name in ("shell", "iopub", "control"):
             sockets[f"kernel_{name}"].close(linger=0)
-            (tmp_path / f"kernel-{name}").unlink()
         time.sleep(1.0)
         assert relay.failure() == "" and relay.process.poll() is None
+
+
+@pytest.mark.parametrize("target", ["/etc/hostname", "/no/such/path"])
+def test_a_dropped_connection_of_a_running_kernel_stops_the_relay_whatever_its_socket_file_became(
+        tmp_path, target: str) -> None:
+    """Round 41: the relay asked the kernel's socket file whether the kernel had ended, through the kernel's root:
+    a link the kernel put there was followed on the grader's machine, an oracle on which paths exist (and a way to
+    keep the relay waiting). It asks the kernel's process now, and reads no path of the kernel's."""
+    with relayed(tmp_path) as (sockets, relay):
+        assert _published(sockets, [b"first"]) == [b"first"]
+        (tmp_path / "kernel-iopub").unlink()
+        (tmp_path / "kernel-iopub").symlink_to(target)
+        sockets["kernel_iopub"].close(linger=0)
+        why = _dead_within(relay, 10)
+    assert why.startswith("the relay's connection to the running kernel dropped"), why
 
 
 def _write_raw(fd: int, data: bytes, seconds: float = 30.0) -> None:

@@ -410,10 +410,10 @@ class IsolatedKernelManager(RepollingKernelManager):
         if _parent_of(kernel) != keeper:  # gone already (and its pid taken): it cannot be reached
             self.close_pidfd()
             raise KernelStartError("the jailed kernel exited at once")
-        self.relay = self._start_relay(f"/proc/{kernel}/root{jail.IPC_PREFIX}")
+        self.relay = self._start_relay(kernel, f"/proc/{kernel}/root{jail.IPC_PREFIX}")
         self.ip = str(self.folder / "relay")
 
-    def _start_relay(self, kernel_ip: str) -> Relay:
+    def _start_relay(self, kernel: int, kernel_ip: str) -> Relay:
         """The relay between the kernel's shell, IOPub and control sockets and the grader's, once they listen.
 
         The relay's sockets are in the kernel's folder on the host, which the jail does not show.
@@ -423,7 +423,7 @@ class IsolatedKernelManager(RepollingKernelManager):
         wait_until_listening([f"{kernel_ip}-{port}" for port in ports.values()], self.startup_timeout_s)
         kinds = {"shell": "request", "iopub": "publish", "control": "command"}
         routes = [(kinds[name], f"{kernel_ip}-{port}", f"{self.folder}/relay-{port}") for name, port in ports.items()]
-        return Relay.start(routes, max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES,
+        return Relay.start(routes, kernel_pid=kernel, max_frames=MAX_FRAMES, max_message_bytes=MAX_MESSAGE_BYTES,
                            reconnect_ms=RECONNECT_AFTER_MS)
 
     async def _async_is_alive(self) -> bool:

@@ -25,7 +25,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +65,6 @@ class Route:
     kind: str  # "request", "command" or "publish"
     inner: zmq.Socket  # connected to the kernel's socket
     outer: zmq.Socket  # bound where the grader connects
-    kernel_path: str  # the kernel's socket (gone once the kernel has ended)
     dropped: zmq.Socket  # tells when ``inner``'s connection to the kernel drops
     upward: bool = False  # whether the kernel's messages are read and forwarded now
     pending: list[zmq.Frame] | None = None  # a message of the kernel's the grader had no room for yet
@@ -86,23 +84,23 @@ class Route:
         outer.bind(f"ipc://{grader_path}")
         dropped = inner.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         inner.connect(f"ipc://{kernel_path}")
-        return cls(kind, inner, outer, kernel_path, dropped, upward=kind == "request")
+        return cls(kind, inner, outer, dropped, upward=kind == "request")
 
-    def lost(self) -> str:
+    def lost(self, kernel: int | None) -> str:
         """Why the connection to a running kernel dropped, or "" (after a monitor event of ``dropped``).
 
         Round 40: a message of 7 frames of 31 MiB each, under every limit of its shape, did not fit in the
         relay's memory; libzmq dropped the connection instead of aborting, the relay waited for nothing, and
         the grader saw a silent kernel until the cell's time ran out. A kernel that has ended drops its
-        connections too: that one is the kernel's death, which the grader tells by itself."""
+        connections too: that one is the kernel's death, which the grader tells by itself. Whether it ended
+        is asked of its process (``kernel``, a pidfd: readable once the process has exited), never of its
+        socket's file: a path under the kernel's root can be a link the kernel made, and the relay would
+        follow it on the grader's machine (round 41: an oracle on which of its paths exist)."""
         recv_monitor_message(self.dropped)
-        deadline = time.monotonic() + ENDING_S
-        while os.path.exists(self.kernel_path):  # a kernel closes its sockets a moment before its root goes
-            if time.monotonic() > deadline:
-                return (f"the relay's connection to the running kernel dropped (messages over the relay's"
-                        f" {MEMORY_BYTES >> 20} MiB, or a socket the kernel closed)")
-            time.sleep(0.02)
-        return ""
+        if kernel is None or select.select([kernel], [], [], ENDING_S)[0]:  # it closes its sockets as it exits
+            return ""
+        return (f"the relay's connection to the running kernel dropped (messages over the relay's"
+                f" {MEMORY_BYTES >> 20} MiB, or a socket the kernel closed)")
 
     def flush(self) -> bool:
         """Hand the pending message to the grader's socket if it has room; True once nothing is pending."""
@@ -137,7 +135,7 @@ class Route:
             pass
 
 
-def relay(routes: list[Route], max_frames: int) -> str:
+def relay(routes: list[Route], max_frames: int, kernel: int | None) -> str:
     """Forward messages both ways until a kernel's message is refused; return why.
 
     A route reads the kernel's next message only once the last one is with the grader's socket: while the
@@ -154,7 +152,7 @@ def relay(routes: list[Route], max_frames: int) -> str:
                 poller.register(route.inner, zmq.POLLIN)
         ready = dict(poller.poll(RETRY_MS if waiting else None))
         for route in routes:
-            if ready.get(route.dropped, 0) & zmq.POLLIN and (lost := route.lost()):
+            if ready.get(route.dropped, 0) & zmq.POLLIN and (lost := route.lost(kernel)):
                 return lost
             if ready.get(route.outer, 0) & zmq.POLLIN:
                 route.down()
@@ -173,9 +171,13 @@ def serve(spec: dict[str, Any]) -> None:
     context.setsockopt(zmq.RECONNECT_IVL, spec["reconnect_ms"])  # once only: see OnceConnectedKernelClient
     context.setsockopt(zmq.MAXMSGSIZE, spec["max_message_bytes"])
     routes = [Route.open(context, kind, inner, outer) for kind, inner, outer in spec["routes"]]
+    try:
+        kernel: int | None = os.pidfd_open(spec["kernel_pid"])
+    except OSError:  # the kernel has ended already: the grader sees that by itself
+        kernel = None
     print("ready", flush=True)
     try:
-        refused = relay(routes, spec["max_frames"])
+        refused = relay(routes, spec["max_frames"], kernel)
     except MemoryError:
         os._exit(OUT_OF_MEMORY)
     print(refused, flush=True)
@@ -191,11 +193,12 @@ class Relay:
     _failure: str = ""
 
     @classmethod
-    def start(cls, routes: list[tuple[str, str, str]], *, max_frames: int, max_message_bytes: int,
+    def start(cls, routes: list[tuple[str, str, str]], *, kernel_pid: int, max_frames: int, max_message_bytes: int,
               reconnect_ms: int, memory_bytes: int = MEMORY_BYTES) -> Relay:
-        """A relay for ``routes`` ((kind, the kernel's socket, the grader's socket), all listening), once ready."""
-        spec = {"routes": routes, "max_frames": max_frames, "max_message_bytes": max_message_bytes,
-                "reconnect_ms": reconnect_ms, "memory_bytes": memory_bytes}
+        """A relay for ``routes`` ((kind, the kernel's socket, the grader's socket), all listening) to the kernel
+        process ``kernel_pid``, once ready."""
+        spec = {"routes": routes, "kernel_pid": kernel_pid, "max_frames": max_frames,
+                "max_message_bytes": max_message_bytes, "reconnect_ms": reconnect_ms, "memory_bytes": memory_bytes}
         process = subprocess.Popen(  # noqa: S603  (this file, with the grader's own interpreter)
             [sys.executable, "-I", __file__, json.dumps(spec)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
