@@ -278,15 +278,16 @@ RAW_FRAMES = (
 )
 #: Round 40: messages of 7 frames of 31 MiB each, under every limit of their shape, that the relay could not hold:
 #: libzmq dropped the relay's connection, and the grader waited for a silent kernel until the cell's time ran
-#: out. The relay now stops on a dropped connection to a running kernel, and says so.
+#: out. The relay now stops on a dropped connection to a running kernel, and says so. Here one message of 14 such
+#: frames (434 MiB): none of it reaches the grader, whose byte budget would stop a smaller one first.
 FRAMES_PAST_THE_RELAYS_MEMORY = (
-    "# 8 messages of 7 frames of 31 MiB each on the output channel.\n"
+    "# A message of 14 frames of 31 MiB each on the output channel, twice.\n"
     "from ipykernel.kernelbase import Kernel\n"
     "kernel = Kernel.instance()\n"
     "frame = bytes(31 << 20)\n"
-    "for _ in range(8):\n"
+    "for _ in range(2):\n"
     "    kernel.session.send(kernel.iopub_socket, 'stream', {'name': 'stdout', 'text': 'a'},\n"
-    "                        parent=kernel.get_parent(), buffers=[frame] * 7)"
+    "                        parent=kernel.get_parent(), buffers=[frame] * 14)"
 )
 #: Round 41: the kernel's control socket renamed and replaced by a link to a path of the grader's machine, then the
 #: relay's connection to it shut down: the relay asked that file whether the kernel had ended, following the link
