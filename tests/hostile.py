@@ -313,6 +313,18 @@ SOCKET_REPLACED_BY_A_LINK = (
     "        end.detach()\n"
     "time.sleep(2)"
 )
+#: Round 42: single frames of one byte on the output channel, no message at all: the grader's reading raised
+#: ValueError (no delimiter) and the failsafe reported the submission with Python's raw error. The kernel is now
+#: stopped at the first such frame, and the report says the grader could not read its message.
+UNREADABLE_MESSAGES = (
+    "# Frames of one byte on the output channel, from ipykernel's own output thread.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "thread = Kernel.instance().iopub_thread\n"
+    "for _ in range(3):\n"
+    "    thread.schedule(lambda: thread.socket.send(b'x'))\n"
+    "import time\n"
+    "time.sleep(2)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -430,15 +442,20 @@ def _broken_cell(name: str) -> Builder:
 
 
 def _nested_display() -> HostileCase:
-    """A display nested 3,000 deep. Python 3.11 and 3.13 raise RecursionError while the grader takes in the
-    kernel's message (3.11 in json's decoder, 3.13 further on), and the failsafe reports the submission (needs
-    review, 0). On Python 3.12, json's encoder has a C recursion limit of its own, which
+    """A display nested 3,000 deep. Python 3.11 raises RecursionError in json's decoder while the grader reads the
+    kernel's message: a message the grader cannot read, so the kernel is stopped there and the report says why
+    (parts before the cell keep their marks). Python 3.13 raises it further on, and the failsafe reports the
+    submission (needs review, 0). On Python 3.12, json's encoder has a C recursion limit of its own, which
     sys.setrecursionlimit does not raise: the kernel cannot encode the display and sends nothing, so the
     honest answers keep their marks. Every way, the run goes on; an output the grader does take in is
     dropped when it nests deeper than ptgrader.receive.MAX_OUTPUT_DEPTH."""
+    build = _broken_cell("nested_display")
     if sys.version_info[:2] == (3, 12):
-        return HostileCase("nested_display", _broken_cell("nested_display"), _all("full"), "", policy=False)
-    return HostileCase("nested_display", _broken_cell("nested_display"), _all(0), "unprocessed", policy=False)
+        return HostileCase("nested_display", build, _all("full"), "", policy=False)
+    if sys.version_info[:2] == (3, 11):
+        return HostileCase("nested_display", build, _first_two_full, "stopped", policy=False,
+                           reason="a message the grader cannot read (RecursionError")
+    return HostileCase("nested_display", build, _all(0), "unprocessed", policy=False)
 
 
 def _flags_edited(release, answers, wrong):  # noqa: ANN001, ANN202
@@ -659,6 +676,8 @@ def cases() -> list[HostileCase]:
                     "stopped", policy=False, reason="connection to the running kernel dropped"),
         HostileCase("socket_replaced_by_a_link", _after_test(SOCKET_REPLACED_BY_A_LINK), _first_two_full, "stopped",
                     policy=False, reason="connection to the running kernel dropped"),
+        HostileCase("unreadable_messages", _after_test(UNREADABLE_MESSAGES), _first_two_full, "stopped",
+                    policy=False, reason="a message the grader cannot read (ValueError"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

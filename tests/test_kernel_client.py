@@ -181,8 +181,9 @@ async def _decoded_by_a_charged_channel(messages: list[list[bytes]], budget: Byt
 
 def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> None:
     """Over the budget, the kernel is killed at the first such message, not when its cell ends (nbclient reads
-    the failed output task only at the reply). A message the grader cannot decode (a forged signature) is an
-    error of its own, which the failsafe reports for review."""
+    the failed output task only at the reply). So for a message the grader cannot read (a forged signature, no
+    delimiter, an integer of 6,000 digits): round 42's single frames of one byte ended the submission in the
+    failsafe, reported with Python's raw error."""
     signed = Session(key=b"the-grader")
 
     def good() -> list[bytes]:  # a new message each time: a signature seen twice is refused (a replay)
@@ -193,9 +194,15 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
         return signed.serialize(signed.msg("stream", {"name": "stdout", "text": "ok"}, header=header))
 
     forged = Session(key=b"not-the-grader").serialize(signed.msg("stream", {"name": "stdout", "text": "x"}))
+    long_int = good()
+    long_int[5] = b'{"n": ' + b"1" * 6_000 + b"}"
+    long_int[1] = signed.sign(long_int[2:6])
+    unreadable = "the kernel sent a message the grader cannot read (ValueError: "
     for messages, outcome, why in (
         ([good(), good()], ["stream", "stream"], ""),
-        ([forged], ["ValueError"], ""),
+        ([forged, good()], ["SentTooMuch", "SentTooMuch"], unreadable + "Invalid Signature"),
+        ([[b"x"]], ["SentTooMuch"], unreadable + "b'<IDS|MSG>' is not in list)"),
+        ([long_int], ["SentTooMuch"], unreadable + "Exceeds the limit (4300 digits)"),
         ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],
          "the kernel sent more than 0 MiB of messages"),
         ([good() + [b""] * MAX_FRAMES, good()], ["SentTooMuch", "SentTooMuch"],  # round 28: millions of frames
@@ -207,7 +214,7 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
         limit = sum(len(frame) + FRAME_COST for frame in good()) + 1 if len(messages) == 3 else 1 << 20
         budget = ByteBudget(limit=limit, stop=lambda: stopped.append(True))
         assert asyncio.run(_read_through_a_charged_channel(messages, budget)) == outcome
-        assert budget.failure == why and bool(stopped) == bool(why)
+        assert (budget.failure.startswith(why) if why else budget.failure == "") and bool(stopped) == bool(why)
 
 
 def test_only_a_headers_own_date_is_parsed() -> None:

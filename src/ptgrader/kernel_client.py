@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable
 from queue import Empty
-from typing import Any
+from typing import Any, NoReturn
 
 import zmq
 from jupyter_client import session as jupyter_session
@@ -101,8 +101,8 @@ class ByteBudget:
     ``stop``: called once the budget is spent, a header is too large, or the route is gone (it kills the kernel).
     Why at once: the reader that failed is nbclient's output task, which nbclient looks at again only when the
     cell's reply comes; until then nobody reads, and the kernel runs on to the end of its cell. ``failure`` says
-    why, for the grading report. (A message the grader cannot decode ends the submission's grading in the failsafe, which
-    reports it for review; the few messages zmq holds meanwhile are bounded by the sockets' queue.)
+    why, for the grading report; so for a message the grader cannot decode (:meth:`unreadable`). The few messages
+    zmq holds meanwhile are bounded by the sockets' queue.
     """
 
     def __init__(self, limit: int = RECEIVED_BYTES_BUDGET, stop: Callable[[], None] | None = None,
@@ -138,7 +138,14 @@ class ByteBudget:
         if any(len(frame) > MAX_HEADER_BYTES for frame in message[1:4]):
             self._stop_for(f"the kernel sent a message whose header is over {MAX_HEADER_BYTES >> 10} KiB")
 
-    def _stop_for(self, failure: str) -> None:
+    def unreadable(self, problem: Exception) -> NoReturn:
+        """Stop the kernel and raise SentTooMuch for a message the grader cannot read (no delimiter, a bad
+        signature, JSON it cannot decode: round 42 sent single frames of one byte), with why in plain words: it
+        ended the submission's grading in the failsafe, whose report gave Python's raw error."""
+        first = (str(problem).strip().splitlines() or [""])[0][:200]
+        self._stop_for(f"the kernel sent a message the grader cannot read ({type(problem).__name__}: {first})")
+
+    def _stop_for(self, failure: str) -> NoReturn:
         self.failure = self.failure or failure
         if self.stop is not None:
             self.stop()
@@ -181,12 +188,17 @@ class ChargedChannel(SlicedPollChannel):
         frames = [await self.socket.recv(**kwargs)]
         while (more := bool(self.socket.getsockopt(zmq.RCVMORE))) and len(frames) < MAX_FRAMES:
             frames.append(await self.socket.recv(**kwargs))
-        if self.budget is not None:
-            self.budget.charge(frames, more=more)
-        _, message = self.session.feed_identities(frames)
-        if self.budget is not None:
+        if self.budget is None:
+            return deserialize(self.session, self.session.feed_identities(frames)[1])
+        self.budget.charge(frames, more=more)
+        try:
+            _, message = self.session.feed_identities(frames)
             self.budget.check_headers(message)
-        return deserialize(self.session, message)
+            return deserialize(self.session, message)
+        except SentTooMuch:
+            raise
+        except Exception as problem:  # noqa: BLE001  (whatever fails to decode, the kernel is stopped with why)
+            self.budget.unreadable(problem)
 
     def _waited(self) -> None:
         if self.budget is not None:
