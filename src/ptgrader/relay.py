@@ -7,9 +7,10 @@ writes raw ZMTP frames onto its end of a connection (2 bytes each) so grows its 
 each byte it writes: round 28 took a grader to 1.5 GB and 46 s of CPU that way, before the grader could
 read a frame and see the message was no message. No socket option of libzmq bounds the frames of a
 message. So the kernel's reader is this relay, not the grader: past its own limit (an rlimit on its
-data, set before it reads anything) libzmq cannot allocate and the relay dies, which the grader sees at
-once (:meth:`Relay.failure`) and stops the kernel for. The grader's sockets reach only the relay, whose
-messages are well formed and of at most ``max_frames`` frames.
+data, set before it reads anything) libzmq cannot allocate and the relay dies, or libzmq drops the
+connection and the relay stops (:meth:`Route.lost`), which the grader sees at once (:meth:`Relay.failure`)
+and stops the kernel for. The grader's sockets reach only the relay, whose messages are well formed and of
+at most ``max_frames`` frames.
 
 This file runs as a script (``python -I relay.py SPEC``), so it imports nothing from ptgrader: the
 grader's import path is not the relay's.
@@ -44,7 +45,7 @@ REFUSED, OUT_OF_MEMORY = 3, 4
 RETRY_MS = 10
 #: How long the relay may take to bind its sockets, in seconds.
 START_TIMEOUT_S = 30.0
-#: How long after a dropped connection the kernel's socket may still be there if the kernel is ending, in s.
+#: How long an ending kernel may take to exit after its connections drop (it closes its sockets first), in s.
 ENDING_S = 0.5
 #: Messages a socket of the relay holds unread, or unsent, before it stops reading from the other side.
 QUEUED_MESSAGES = 4
@@ -97,7 +98,7 @@ class Route:
         socket's file: a path under the kernel's root can be a link the kernel made, and the relay would
         follow it on the grader's machine (round 41: an oracle on which of its paths exist)."""
         recv_monitor_message(self.dropped)
-        if kernel is None or select.select([kernel], [], [], ENDING_S)[0]:  # it closes its sockets as it exits
+        if kernel is None or select.select([kernel], [], [], ENDING_S)[0]:
             return ""
         return (f"the relay's connection to the running kernel dropped (messages over the relay's"
                 f" {MEMORY_BYTES >> 20} MiB, or a socket the kernel closed)")
@@ -136,7 +137,8 @@ class Route:
 
 
 def relay(routes: list[Route], max_frames: int, kernel: int | None) -> str:
-    """Forward messages both ways until a kernel's message is refused; return why.
+    """Forward messages both ways until a kernel's message is refused, or the connection to a running kernel drops
+    (:meth:`Route.lost`); return why.
 
     A route reads the kernel's next message only once the last one is with the grader's socket: while the
     grader reads slowly, the kernel's messages wait in the kernel, whose limits count them.
