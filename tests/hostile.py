@@ -325,6 +325,22 @@ UNREADABLE_MESSAGES = (
     "import time\n"
     "time.sleep(2)"
 )
+#: Round 43: a message signed with the kernel's own key, well framed, whose content is a JSON list: it decoded, and
+#: nbclient raised on it, which ended the submission in the failsafe with Python's raw error. A message without the
+#: protocol's shape is one the grader cannot read now (ptgrader.kernel_client.misshapen).
+MISSHAPEN_MESSAGE = (
+    "# A signed stream message whose content is a list.\n"
+    "import json\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "session = kernel.session\n"
+    "frames = session.serialize(session.msg('stream', {}, parent=kernel.get_parent()))\n"
+    "frames[5] = json.dumps(['x', 'y']).encode()\n"
+    "frames[1] = session.sign(frames[2:6])\n"
+    "kernel.iopub_socket.send_multipart(frames)\n"
+    "import time\n"
+    "time.sleep(2)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -678,6 +694,8 @@ def cases() -> list[HostileCase]:
                     policy=False, reason="connection to the running kernel dropped"),
         HostileCase("unreadable_messages", _after_test(UNREADABLE_MESSAGES), _first_two_full, "stopped",
                     policy=False, reason="a message the grader cannot read (ValueError"),
+        HostileCase("misshapen_message", _after_test(MISSHAPEN_MESSAGE), _first_two_full, "stopped", policy=False,
+                    reason="a message the grader cannot read (ValueError: its content is not an object"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import time
 from queue import Empty
 
@@ -198,11 +199,27 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
     long_int[5] = b'{"n": ' + b"1" * 6_000 + b"}"
     long_int[1] = signed.sign(long_int[2:6])
     unreadable = "the kernel sent a message the grader cannot read (ValueError: "
+
+    def shaped(msg_type: str, content: object, parent: object = None) -> list[bytes]:  # round 43: signed, misshapen
+        frames = signed.serialize(signed.msg(msg_type, {}))
+        frames[3], frames[5] = json.dumps({} if parent is None else parent).encode(), json.dumps(content).encode()
+        frames[1] = signed.sign(frames[2:6])
+        return frames
     for messages, outcome, why in (
         ([good(), good()], ["stream", "stream"], ""),
         ([forged, good()], ["SentTooMuch", "SentTooMuch"], unreadable + "Invalid Signature"),
         ([[b"x"]], ["SentTooMuch"], unreadable + "b'<IDS|MSG>' is not in list)"),
         ([long_int], ["SentTooMuch"], unreadable + "Exceeds the limit (4300 digits)"),
+        ([shaped("stream", ["x", "y"])], ["SentTooMuch"], unreadable + "its content is not an object)"),
+        ([shaped("stream", {"name": "stdout", "text": "x"}, [1, 2])], ["SentTooMuch"],
+         unreadable + "its parent_header is not an object)"),
+        ([shaped("status", {})], ["SentTooMuch"], unreadable + "its status content has no proper execution_state)"),
+        ([shaped("stream", {"name": "log", "text": "x"})], ["SentTooMuch"],
+         unreadable + "its stream is neither stdout nor stderr)"),
+        ([shaped("execute_result", {"data": {}, "metadata": {}, "execution_count": True})], ["SentTooMuch"],
+         unreadable + "its execute_result content has no proper execution_count)"),
+        ([shaped("display_data", {"data": {}, "metadata": {}, "transient": None}), good()], ["display_data", "stream"],
+         ""),
         ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],
          "the kernel sent more than 0 MiB of messages"),
         ([good() + [b""] * MAX_FRAMES, good()], ["SentTooMuch", "SentTooMuch"],  # round 28: millions of frames

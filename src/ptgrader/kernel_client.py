@@ -163,6 +163,50 @@ def header_date(header: Any) -> Any:
     return header
 
 
+#: What the grader (nbclient, and ptgrader's hooks) reads of a message's content, by its type, and the types it
+#: must have, as the messaging protocol states them: a message that decodes but has another shape made nbclient
+#: raise (round 43: a content that is a JSON list), which ended the submission in the failsafe.
+CONTENT_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "status": {"execution_state": str},
+    "stream": {"name": str, "text": str},
+    "display_data": {"data": dict, "metadata": dict},
+    "update_display_data": {"data": dict, "metadata": dict},
+    "execute_result": {"data": dict, "metadata": dict},
+    "error": {"ename": str, "evalue": str, "traceback": list},
+    "clear_output": {"wait": bool},
+    "execute_input": {"code": str},
+    "execute_reply": {"status": str},
+}
+#: Fields any message's content may hold, and their types when it does.
+OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {"transient": (dict, type(None)),
+                                                       "execution_count": (int, type(None))}
+
+
+def misshapen(message: dict[str, Any]) -> str:
+    """Why a decoded message does not have the protocol's shape where the grader reads it, or "" when it does."""
+    for part in ("header", "parent_header", "metadata", "content"):
+        if not isinstance(message.get(part), dict):
+            return f"its {part} is not an object"
+    if not (isinstance(message.get("msg_type"), str) and isinstance(message.get("msg_id"), str)):
+        return "its header has no message type or id"
+    content = message["content"]
+    fields = {**CONTENT_FIELDS.get(message["msg_type"], {}), **{k: t for k, t in OPTIONAL_FIELDS.items() if k in content}}
+    wrong = [name for name, kind in fields.items() if not _of_type(content.get(name), kind)]
+    if wrong:
+        return f"its {message['msg_type']} content has no proper {', '.join(wrong)}"
+    if message["msg_type"] == "stream" and content["name"] not in ("stdout", "stderr"):
+        return "its stream is neither stdout nor stderr"
+    if message["msg_type"] == "error" and not all(isinstance(line, str) for line in content["traceback"]):
+        return "its traceback is not a list of strings"
+    return ""
+
+
+def _of_type(value: object, kind: type | tuple[type, ...]) -> bool:
+    """isinstance, where a bool is no int (JSON's true is not a number)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return isinstance(value, kinds) and (type(value) is not bool or bool in kinds)
+
+
 def deserialize(session: jupyter_session.Session, message: list[bytes]) -> dict[str, Any]:
     """``session.deserialize(message)`` (the signature checked, the frames unpacked, the protocol adapted), with
     :func:`header_date` for the headers' dates. The grader reads messages on one thread, its event loop's, so
@@ -194,7 +238,10 @@ class ChargedChannel(SlicedPollChannel):
         try:
             _, message = self.session.feed_identities(frames)
             self.budget.check_headers(message)
-            return deserialize(self.session, message)
+            decoded = deserialize(self.session, message)
+            if why := misshapen(decoded):
+                raise ValueError(why)
+            return decoded
         except SentTooMuch:
             raise
         except Exception as problem:  # noqa: BLE001  (whatever fails to decode, the kernel is stopped with why)
