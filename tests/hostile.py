@@ -341,6 +341,18 @@ MISSHAPEN_MESSAGE = (
     "import time\n"
     "time.sleep(2)"
 )
+#: Round 44: a display of the protocol's shape whose display id is an object: the grader's own handling raised
+#: (an unhashable key), which ended the submission in the failsafe with Python's raw error. Whatever a kernel's
+#: message makes fail while the grader takes it in now stops the kernel, with the reason.
+DISPLAY_ID_AN_OBJECT = (
+    "# A display whose display id is an object, not a string.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "content = {'data': {'text/plain': 'x'}, 'metadata': {}, 'transient': {'display_id': {'a': 1}}}\n"
+    "kernel.session.send(kernel.iopub_socket, 'display_data', content, parent=kernel.get_parent())\n"
+    "import time\n"
+    "time.sleep(2)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -696,6 +708,8 @@ def cases() -> list[HostileCase]:
                     policy=False, reason="a message the grader cannot read (ValueError"),
         HostileCase("misshapen_message", _after_test(MISSHAPEN_MESSAGE), _first_two_full, "stopped", policy=False,
                     reason="a message the grader cannot read (ValueError: its content is not an object"),
+        HostileCase("display_id_an_object", _after_test(DISPLAY_ID_AN_OBJECT), _first_two_full, "stopped",
+                    policy=False, reason="a message the grader cannot read (TypeError"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

@@ -218,6 +218,8 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
          unreadable + "its stream is neither stdout nor stderr)"),
         ([shaped("execute_result", {"data": {}, "metadata": {}, "execution_count": True})], ["SentTooMuch"],
          unreadable + "its execute_result content has no proper execution_count)"),
+        ([shaped("stream", {"name": "stdout", "text": "x", "execution_count": -7})], ["SentTooMuch"],
+         unreadable + "its execution count is below 0)"),
         ([shaped("display_data", {"data": {}, "metadata": {}, "transient": None}), good()], ["display_data", "stream"],
          ""),
         ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],

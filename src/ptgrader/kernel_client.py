@@ -194,6 +194,8 @@ def misshapen(message: dict[str, Any]) -> str:
     wrong = [name for name, kind in fields.items() if not _of_type(content.get(name), kind)]
     if wrong:
         return f"its {message['msg_type']} content has no proper {', '.join(wrong)}"
+    if type(content.get("execution_count")) is int and content["execution_count"] < 0:
+        return "its execution count is below 0"  # nbclient writes it into the cell, which nbformat then refuses
     if message["msg_type"] == "stream" and content["name"] not in ("stdout", "stderr"):
         return "its stream is neither stdout nor stderr"
     if message["msg_type"] == "error" and not all(isinstance(line, str) for line in content["traceback"]):

@@ -24,11 +24,12 @@ import time
 from typing import Any
 
 import nbformat
-from nbclient.exceptions import CellTimeoutError
+from nbclient.exceptions import CellExecutionComplete, CellTimeoutError
 from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import output_from_msg
 
 from . import channel
+from .kernel_client import SentTooMuch
 from .outputs import SAFE_TYPES, image_sizes, make_safe
 
 TRUNCATED = "\n... output cut by the grader (more than {limit} bytes in this cell) ...\n"
@@ -126,6 +127,22 @@ class OutputReceiver:
         self._display_ids: set[str] = set()
 
     # ------------------------------------------------------------------------------- nbclient hooks
+
+    def process_message(self, msg: dict, cell: NotebookNode, cell_index: int) -> NotebookNode | None:
+        """nbclient's processing of one of the kernel's messages, where a message that has the protocol's shape but
+        that nbformat or the grader cannot take (a display id that is an object, an execution count below 0, a
+        format that is a number) stops the kernel with why, as one the grader cannot decode does
+        (:meth:`~ptgrader.kernel_client.ByteBudget.unreadable`). Rounds 42 to 44: each such message ended the
+        submission in the failsafe, whose report gave Python's raw error."""
+        try:
+            return super().process_message(msg, cell, cell_index)  # type: ignore[misc]
+        except (CellExecutionComplete, CellTimeoutError, SentTooMuch):
+            raise
+        except Exception as problem:  # noqa: BLE001  (whatever the message made fail, the kernel is stopped)
+            budget = getattr(getattr(self, "kc", None), "received", None)
+            if budget is None:
+                raise
+            budget.unreadable(problem)
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
         """Keep at most the cell's and the submission's share of output, cutting while it arrives; no active formats."""
