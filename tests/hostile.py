@@ -353,6 +353,26 @@ DISPLAY_ID_AN_OBJECT = (
     "import time\n"
     "time.sleep(2)"
 )
+#: Round 45: a kernel_info_reply without a status, sent on the shell channel as the running cell's reply: nbclient
+#: took it as the reply, and nbgrader's hook raised on its missing status, into the failsafe. Only replies with a
+#: status are read on the shell channel now.
+REPLY_WITHOUT_STATUS = (
+    "# A kernel_info_reply without a status, as the running cell's reply.\n"
+    "import json\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "session = kernel.session\n"
+    "header = session.msg_header('kernel_info_reply')\n"
+    "header['date'] = header['date'].isoformat()\n"
+    "asked = kernel.get_parent('shell')['header']\n"
+    "parent = {k: v.isoformat() if hasattr(v, 'isoformat') else v for k, v in asked.items()}\n"
+    "parts = [json.dumps(part).encode() for part in (header, parent, {}, {'protocol_version': '5.3'})]\n"
+    "ident = kernel._parent_ident['shell']\n"
+    "idents = ident if isinstance(ident, list) else [ident]\n"
+    "kernel.shell_stream.send_multipart([*idents, b'<IDS|MSG>', session.sign(parts), *parts])\n"
+    "import time\n"
+    "time.sleep(1)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -710,6 +730,8 @@ def cases() -> list[HostileCase]:
                     reason="a message the grader cannot read (ValueError: its content is not an object"),
         HostileCase("display_id_an_object", _after_test(DISPLAY_ID_AN_OBJECT), _first_two_full, "stopped",
                     policy=False, reason="a message the grader cannot read (TypeError"),
+        HostileCase("reply_without_status", _after_test(REPLY_WITHOUT_STATUS), _first_two_full, "stopped",
+                    policy=False, reason="a message the grader cannot read (ValueError: its reply has no status"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

@@ -31,6 +31,7 @@ from ptgrader.kernel_client import (
     OnceConnectedKernelClient,
     RepollingKernelClient,
     SlicedPollChannel,
+    misshapen,
     wait_until_listening,
 )
 from ptgrader.kernels import MAX_MESSAGE_BYTES, UNREAD_MESSAGES, IsolatedKernelManager
@@ -220,6 +221,8 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
          unreadable + "its execute_result content has no proper execution_count)"),
         ([shaped("stream", {"name": "stdout", "text": "x", "execution_count": -7})], ["SentTooMuch"],
          unreadable + "its execution count is below 0)"),
+        ([shaped("kernel_info_reply", {"protocol_version": "5.3"})], ["SentTooMuch"],  # round 45
+         unreadable + "its reply has no status)"),
         ([shaped("display_data", {"data": {}, "metadata": {}, "transient": None}), good()], ["display_data", "stream"],
          ""),
         ([good(), good(), good()], ["stream", "SentTooMuch", "SentTooMuch"],
@@ -268,3 +271,13 @@ def test_what_a_grading_client_holds_unread_stays_within_the_byte_budget() -> No
         assert client.stop_kernel == manager.kill_at_once and client.byte_budget == 16 << 20
     finally:
         client.context.term()
+
+
+def test_only_replies_come_on_the_shell_channel() -> None:
+    """nbclient takes any shell message naming the cell's request as its reply: there, a message that is no reply
+    is one the grader cannot read (round 45 sent a kernel_info_reply without a status as the cell's reply)."""
+    signed = Session(key=b"the-grader")
+    stream = signed.msg("stream", {"name": "stdout", "text": "x"})
+    reply = signed.msg("execute_reply", {"status": "ok", "execution_count": 1})
+    assert misshapen(stream) == "" and misshapen(reply, reply=True) == ""
+    assert misshapen(stream, reply=True) == "a stream message came on the shell channel, where only replies come"

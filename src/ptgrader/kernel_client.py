@@ -182,14 +182,23 @@ OPTIONAL_FIELDS: dict[str, type | tuple[type, ...]] = {"transient": (dict, type(
                                                        "execution_count": (int, type(None))}
 
 
-def misshapen(message: dict[str, Any]) -> str:
-    """Why a decoded message does not have the protocol's shape where the grader reads it, or "" when it does."""
+def misshapen(message: dict[str, Any], *, reply: bool = False) -> str:
+    """Why a decoded message does not have the protocol's shape where the grader reads it, or "" when it does.
+
+    ``reply``: a message of the shell channel, which nbclient (and nbgrader after it) takes as the reply to
+    the request it names, whatever its type: it must be a reply with a status (round 45: a kernel_info_reply
+    without one, sent as the cell's reply, ended the submission in the failsafe)."""
     for part in ("header", "parent_header", "metadata", "content"):
         if not isinstance(message.get(part), dict):
             return f"its {part} is not an object"
     if not (isinstance(message.get("msg_type"), str) and isinstance(message.get("msg_id"), str)):
         return "its header has no message type or id"
     content = message["content"]
+    is_reply = message["msg_type"].endswith("_reply")
+    if reply and not is_reply:
+        return f"a {message['msg_type']} message came on the shell channel, where only replies come"
+    if is_reply and not isinstance(content.get("status"), str):
+        return "its reply has no status"
     fields = {**CONTENT_FIELDS.get(message["msg_type"], {}), **{k: t for k, t in OPTIONAL_FIELDS.items() if k in content}}
     wrong = [name for name, kind in fields.items() if not _of_type(content.get(name), kind)]
     if wrong:
@@ -226,6 +235,7 @@ class ChargedChannel(SlicedPollChannel):
     and so stops the kernel when a message is over the budget."""
 
     budget: ByteBudget | None = None
+    replies: bool = False  # the shell channel's: only replies come there (see misshapen)
 
     async def _recv(self, **kwargs: Any) -> dict[str, Any]:
         """One message, read frame by frame: no more than :data:`MAX_FRAMES` of them become Python objects (each
@@ -241,7 +251,7 @@ class ChargedChannel(SlicedPollChannel):
             _, message = self.session.feed_identities(frames)
             self.budget.check_headers(message)
             decoded = deserialize(self.session, message)
-            if why := misshapen(decoded):
+            if why := misshapen(decoded, reply=self.replies):
                 raise ValueError(why)
             return decoded
         except SentTooMuch:
@@ -321,3 +331,4 @@ class OnceConnectedKernelClient(RepollingKernelClient):
         self.received = ByteBudget(self.byte_budget, stop=self.stop_kernel, route=self.route_failure)
         for channel in (self.shell_channel, self.iopub_channel):
             channel.budget = self.received
+        self.shell_channel.replies = True
