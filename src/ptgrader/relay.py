@@ -100,8 +100,9 @@ class Route:
         recv_monitor_message(self.dropped)
         if kernel is None or select.select([kernel], [], [], ENDING_S)[0]:
             return ""
-        return (f"the relay's connection to the running kernel dropped (messages over the relay's"
-                f" {MEMORY_BYTES >> 20} MiB, or a socket the kernel closed)")
+        memory = resource.getrlimit(resource.RLIMIT_DATA)[0] >> 20  # the limit serve() set, MEMORY_BYTES or a test's
+        return (f"the relay's connection to the running kernel dropped (messages over the relay's {memory} MiB,"
+                " or a socket the kernel closed)")
 
     def flush(self) -> bool:
         """Hand the pending message to the grader's socket if it has room; True once nothing is pending."""
