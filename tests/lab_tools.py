@@ -602,8 +602,8 @@ def grade_labs(
     fits the cores, the commands side by side. ``runtime_lab`` also gets a course of its own whose
     configuration turns the code policy off: there the runtime-only hostile cases run, followed by an
     honest student who must keep full marks (the runtime defences do not depend on the lab, so one lab
-    proves them); it starts with the classes' commands, beside them: its kernels mostly wait out time limits
-    (46 students, about 130 CPU seconds over 170 s of wall time). A lab that
+    proves them); it is started last: its kernels mostly wait out time limits (30 students, about 40 s
+    of wall time), and the classes' commands, whose costs differ by lab, all start at once. A lab that
     cannot be prepared maps to its LabToolError; a command that fails maps every lab it graded to its
     error, which names them.
     """
@@ -662,11 +662,7 @@ def grade_labs(
         if runtime_course in courses.get(runtime_lab or "", []):
             commands.append(([runtime_lab], runtime_course, runtime_lab))
         threads = kernel_threads(jobs)
-    # Every command at once, the runtime-only course's too: in a pool of ``jobs`` threads it waited for a class's
-    # command to end, then ran alone (170 s of a 2-core `make test`, a core idle), though its kernels mostly wait.
-    with ThreadPoolExecutor(max_workers=max(1, len(commands))) as commanders:
-        tasks = [(group, commanders.submit(autograde, course, assignment, threads))
-                 for group, course, assignment in commands]
+        tasks = [(group, pool.submit(autograde, course, assignment, threads)) for group, course, assignment in commands]
         for group, future in tasks:
             try:
                 future.result()
