@@ -373,6 +373,17 @@ REPLY_WITHOUT_STATUS = (
     "import time\n"
     "time.sleep(1)"
 )
+#: Round 47: well-formed replies on the shell channel that answer no request (an empty parent header): 260,000
+#: of them in 45 s cost the grader 45 s of CPU, within the byte budget, and full marks. Each reply must now answer
+#: a request the grader is waiting on, and a message costs at least 4 KiB of the budget.
+REPLIES_TO_NOTHING = (
+    "# 100,000 kernel_info_replies on the shell channel, answering no request.\n"
+    "from ipykernel.kernelbase import Kernel\n"
+    "kernel = Kernel.instance()\n"
+    "ident = kernel._parent_ident['shell']\n"
+    "for _ in range(100_000):\n"
+    "    kernel.session.send(kernel.shell_stream, 'kernel_info_reply', {'status': 'ok'}, parent={}, ident=ident)"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -732,6 +743,8 @@ def cases() -> list[HostileCase]:
                     policy=False, reason="a message the grader cannot read (TypeError"),
         HostileCase("reply_without_status", _after_test(REPLY_WITHOUT_STATUS), _first_two_full, "stopped",
                     policy=False, reason="a message the grader cannot read (ValueError: its reply has no status"),
+        HostileCase("replies_to_nothing", _after_test(REPLIES_TO_NOTHING), _first_two_full, "stopped", policy=False,
+                    reason="a message the grader cannot read (ValueError: a reply to no request the grader is waiting"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,
                     reason="ran longer than"),
         HostileCase("dated_header", _after_test(DATED_HEADER), _first_two_full, "stopped", policy=False,

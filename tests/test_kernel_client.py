@@ -10,6 +10,7 @@ import asyncio
 import datetime
 import json
 import time
+from collections.abc import Sequence
 from queue import Empty
 
 import pytest
@@ -23,6 +24,7 @@ from jupyter_client.session import Session
 from ptgrader.kernel_client import (
     POLL_SLICE_S,
     FRAME_COST,
+    MESSAGE_COST,
     MAX_FRAMES,
     MAX_HEADER_BYTES,
     ByteBudget,
@@ -146,20 +148,25 @@ def test_a_kernel_that_never_listens_is_reported(tmp_path) -> None:
 
 
 def test_a_kernels_messages_are_charged_before_they_are_decoded() -> None:
-    budget = ByteBudget(limit=10 + 2 * FRAME_COST)
-    budget.charge([b"12345", b"678"])
+    budget = ByteBudget(limit=2 * MESSAGE_COST + 2 * FRAME_COST + 10)
+    budget.charge([b"ok"])  # at least MESSAGE_COST (round 47: 260,000 small replies, 45 s of the grader's CPU)
+    budget.charge([b"1" * MESSAGE_COST, b"678"])  # its bytes, each frame FRAME_COST more
+    assert budget.spent == 2 * MESSAGE_COST + 3 + 2 * FRAME_COST
     with pytest.raises(SentTooMuch, match="more than 0 MiB"):
         budget.charge([b""])  # an empty frame costs what zmq keeps of it (round 28: millions of them held 4 GB)
 
 
-async def _read_through_a_charged_channel(messages: list[list[bytes]], budget: ByteBudget) -> list[str]:
+async def _read_through_a_charged_channel(messages: list[list[bytes]], budget: ByteBudget, *,
+                                         requests: Sequence[dict] = ()) -> list[str]:
     """What a charged channel makes of raw messages, in order: each one's type, or the exception it raised."""
     return [got["msg_type"] if isinstance(got, dict) else type(got).__name__
-            for got in await _decoded_by_a_charged_channel(messages, budget)]
+            for got in await _decoded_by_a_charged_channel(messages, budget, requests=requests)]
 
 
-async def _decoded_by_a_charged_channel(messages: list[list[bytes]], budget: ByteBudget) -> list[dict | Exception]:
-    """What a charged channel makes of raw messages, in order: each message, or the exception it raised."""
+async def _decoded_by_a_charged_channel(messages: list[list[bytes]], budget: ByteBudget, *,
+                                       requests: Sequence[dict] = ()) -> list[dict | Exception]:
+    """What a charged channel makes of raw messages, in order: each message, or the exception it raised. With
+    ``requests``, it is a shell channel (only replies come) that has sent them first."""
     context = zmq.asyncio.Context()
     receiver, sender = context.socket(zmq.PAIR), context.socket(zmq.PAIR)
     seen = []
@@ -167,7 +174,9 @@ async def _decoded_by_a_charged_channel(messages: list[list[bytes]], budget: Byt
         receiver.bind("inproc://charged")
         sender.connect("inproc://charged")
         channel = ChargedChannel(receiver, Session(key=b"the-grader"))
-        channel.budget = budget
+        channel.budget, channel.replies = budget, bool(requests)
+        for request in requests:
+            channel.send(request)
         for frames in messages:
             sender.send_multipart(frames)
             try:
@@ -233,10 +242,31 @@ def test_a_kernel_is_stopped_at_once_when_its_messages_go_over_the_budget() -> N
          f"the kernel sent a message whose header is over {MAX_HEADER_BYTES >> 10} KiB"),
     ):
         stopped = []
-        limit = sum(len(frame) + FRAME_COST for frame in good()) + 1 if len(messages) == 3 else 1 << 20
+        limit = max(MESSAGE_COST, sum(len(frame) + FRAME_COST for frame in good())) + 1 if len(messages) == 3 else 1 << 20
         budget = ByteBudget(limit=limit, stop=lambda: stopped.append(True))
         assert asyncio.run(_read_through_a_charged_channel(messages, budget)) == outcome
         assert (budget.failure.startswith(why) if why else budget.failure == "") and bool(stopped) == bool(why)
+
+
+def test_a_reply_on_the_shell_channel_answers_a_request_the_grader_waits_on() -> None:
+    """Round 47 sent 260,000 well-formed replies that answered nothing, each a fraction of a millisecond of the
+    grader's CPU: a reply to no request the grader sent, or a second one to a request, stops the kernel."""
+    signed = Session(key=b"the-grader")
+    asked = [signed.msg("execute_request", {"code": ""}) for _ in range(2)]
+
+    def reply(to: dict) -> list[bytes]:
+        return signed.serialize(signed.msg("execute_reply", {"status": "ok", "execution_count": 1}, parent=to))
+
+    stranger = signed.msg("execute_request", {"code": ""})
+    why = "the kernel sent a message the grader cannot read (ValueError: a reply to no request the grader is waiting"
+    for messages, outcome in (
+        ([reply(asked[1]), reply(asked[0])], ["execute_reply", "execute_reply"]),
+        ([reply(asked[0]), reply(asked[0]), reply(asked[1])], ["execute_reply", "SentTooMuch", "SentTooMuch"]),
+        ([reply(stranger), reply(asked[0])], ["SentTooMuch", "SentTooMuch"]),
+    ):
+        budget = ByteBudget(stop=lambda: None)
+        assert asyncio.run(_read_through_a_charged_channel(messages, budget, requests=asked)) == outcome
+        assert budget.failure.startswith(why) == ("SentTooMuch" in outcome)
 
 
 def test_only_a_headers_own_date_is_parsed() -> None:

@@ -86,6 +86,10 @@ MAX_HEADER_BYTES = 64 << 10
 #: What each frame is charged beyond its bytes: the record zmq keeps of it. Round 28: messages of millions of
 #: empty frames were charged a few hundred bytes in all, and held the grader at 4.4 GB and 87 s of CPU.
 FRAME_COST = 64
+#: The least a message is charged, whatever its size: what it costs the grader to decode and handle (about
+#: 0.2 ms of CPU), in bytes of the budget. Round 47 sent 260,000 small replies in 45 s, which cost the grader
+#: 45 s of CPU; a whole lab's honest run sends fewer than 100 messages. So at most 65,536 messages.
+MESSAGE_COST = 4 << 10
 
 
 class SentTooMuch(RuntimeError):
@@ -120,12 +124,13 @@ class ByteBudget:
             self._stop_for(broken)
 
     def charge(self, frames: list[bytes], *, more: bool = False) -> None:
-        """Count ``frames`` (each :data:`FRAME_COST` beyond its bytes); past the limit, or with ``more`` frames
+        """Count ``frames`` (each :data:`FRAME_COST` beyond its bytes, the message at least :data:`MESSAGE_COST`);
+        past the limit, or with ``more`` frames
         waiting past :data:`MAX_FRAMES`, record why, stop the kernel and raise SentTooMuch; and so for every
         message after that (what is left of a message cut short is no message)."""
         if self.failure:
             raise SentTooMuch(self.failure)
-        self.spent += sum(len(frame) + FRAME_COST for frame in frames)
+        self.spent += max(MESSAGE_COST, sum(len(frame) + FRAME_COST for frame in frames))
         if more:
             self._stop_for(f"the kernel sent a message of more than {MAX_FRAMES} frames")
         if self.spent > self.limit:
@@ -235,7 +240,15 @@ class ChargedChannel(SlicedPollChannel):
     and so stops the kernel when a message is over the budget."""
 
     budget: ByteBudget | None = None
-    replies: bool = False  # the shell channel's: only replies come there (see misshapen)
+    replies: bool = False  # the shell channel's: only replies come there (see misshapen), each to a request
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unanswered: set[str] = set()  # the requests sent on this channel that no reply has answered yet
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.unanswered.add(msg["header"]["msg_id"])
+        super().send(msg)
 
     async def _recv(self, **kwargs: Any) -> dict[str, Any]:
         """One message, read frame by frame: no more than :data:`MAX_FRAMES` of them become Python objects (each
@@ -251,13 +264,25 @@ class ChargedChannel(SlicedPollChannel):
             _, message = self.session.feed_identities(frames)
             self.budget.check_headers(message)
             decoded = deserialize(self.session, message)
-            if why := misshapen(decoded, reply=self.replies):
+            if why := misshapen(decoded, reply=self.replies) or self._answers_nothing(decoded):
                 raise ValueError(why)
             return decoded
         except SentTooMuch:
             raise
         except Exception as problem:  # noqa: BLE001  (whatever fails to decode, the kernel is stopped with why)
             self.budget.unreadable(problem)
+
+    def _answers_nothing(self, message: dict[str, Any]) -> str:
+        """Why a reply on the shell channel answers no request the grader sent there and is still waiting on, or ""
+        (and the request is answered). Round 47 sent 260,000 replies to nothing, each a fraction of a millisecond
+        of the grader's CPU that no budget but the bytes' bounded."""
+        if not self.replies:
+            return ""
+        asked = message["parent_header"].get("msg_id")
+        if asked not in self.unanswered:
+            return "a reply to no request the grader is waiting on (none it sent, or one already answered)"
+        self.unanswered.discard(asked)
+        return ""
 
     def _waited(self) -> None:
         if self.budget is not None:
