@@ -384,6 +384,9 @@ REPLIES_TO_NOTHING = (
     "for _ in range(100_000):\n"
     "    kernel.session.send(kernel.shell_stream, 'kernel_info_reply', {'status': 'ok'}, parent={}, ident=ident)"
 )
+#: Round 48: the kernel's own execution count, which nbclient copies into the notebook and the feedback page shows
+#: beside each cell: 4,290 digits ran every later label off the page. The grader numbers the cells itself.
+HUGE_EXECUTION_COUNT = "get_ipython().execution_count = 10**4290"
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -743,6 +746,7 @@ def cases() -> list[HostileCase]:
                     policy=False, reason="a message the grader cannot read (TypeError"),
         HostileCase("reply_without_status", _after_test(REPLY_WITHOUT_STATUS), _first_two_full, "stopped",
                     policy=False, reason="a message the grader cannot read (ValueError: its reply has no status"),
+        HostileCase("huge_execution_count", _after_test(HUGE_EXECUTION_COUNT), _all("full"), "", policy=False),
         HostileCase("replies_to_nothing", _after_test(REPLIES_TO_NOTHING), _first_two_full, "stopped", policy=False,
                     reason="a message the grader cannot read (ValueError: a reply to no request the grader is waiting"),
         HostileCase("control_flood", _after_test(CONTROL_FLOOD), _first_two_full, "stopped", policy=False,

@@ -325,6 +325,13 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
                for relative in (str(path.relative_to(graded_folder)) for path in graded_folder.rglob("*"))
                if relative not in lab_files | {lab_tools.REPORT_NAME, "timestamp.txt"}]
     assert not foreign, f"{case.student}: files of the submission in autograded/, served to the instructor: {foreign}"
+    numbered = [cell.execution_count for course in outcome.courses
+                for path in (course / "autograded" / case.student / lab).glob("*.ipynb")
+                for cell in nbformat.read(path, as_version=4).cells
+                if cell.cell_type == "code" and cell.execution_count is not None]
+    assert numbered == list(range(1, len(numbered) + 1)), (  # round 48: 4,290 digits, off the feedback page
+        f"{case.student}: the graded notebook's cells are numbered {str(numbered)[:200]}, not 1, 2, 3 ... by the grader"
+    )
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

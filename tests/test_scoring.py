@@ -15,6 +15,7 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from ptgrader import score
+from ptgrader.cells import number_cells
 from ptgrader.receive import MAX_OUTPUT_DEPTH, OutputReceiver, measured_size
 from ptgrader.report import GradingReport
 
@@ -392,3 +393,20 @@ def test_an_outputs_metadata_is_emptied_before_it_is_copied() -> None:
     assert message["content"]["metadata"]["image/png"] == {"width": 40}
     assert "note" not in message["content"]["metadata"]  # gone before nbclient and nbformat copied it
     assert outs[-1].metadata == {"image/png": {"width": 40}} and grader._report.unsafe_outputs == 1
+
+
+def test_the_grader_numbers_the_cells_that_ran() -> None:
+    """Round 48: a kernel that set its own count to 10**4290 had every later cell's label 4,290 digits wide on the
+    feedback page. The grader numbers the cells that ran, and their results, in order; a cell that did not run
+    keeps no number."""
+    huge = 10**4290
+    cells = [nbformat.v4.new_code_cell("x", execution_count=huge, outputs=[
+                 nbformat.from_dict({**FORGED_RESULT, "execution_count": huge})]),
+             nbformat.v4.new_markdown_cell("text"),
+             nbformat.v4.new_code_cell("y", execution_count=None),
+             nbformat.v4.new_code_cell("z", outputs=[nbformat.from_dict(PRINTED)])]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    cells[-1].execution_count = 7  # a count the kernel skipped to
+    number_cells(nb)
+    assert [cell.get("execution_count") for cell in nb.cells] == [1, None, None, 2]
+    assert nb.cells[0].outputs[0].execution_count == 1

@@ -46,7 +46,7 @@ from nbgrader.preprocessors import Execute, OverwriteCells
 from traitlets import Bool, Integer, List, Unicode
 
 from . import contract, jail, report as reports, score
-from .cells import graded_test_cells, grade_id, setup_index
+from .cells import graded_test_cells, grade_id, number_cells, setup_index
 from .compare import IOPUB_TIMEOUT_S, compare, reference_outputs
 from .course import CourseRecord
 from .kernel_client import RECEIVED_BYTES_BUDGET
@@ -250,6 +250,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             self.log.error("ptgrader: %s/%s: grades withheld: %s", report.student, report.assignment, report.withheld)
             why = Failure(score.WITHHELD, report.withheld + " (an instructor reviews it)")
             failures = {index: [why] for index, _ in graded_test_cells(nb)}
+        number_cells(nb)
         report.scores = score.write_verdicts(nb, failures, test_ids, compared)
         self._finish(report, coursedir)
         return nb, resources
