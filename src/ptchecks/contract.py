@@ -765,6 +765,16 @@ def _same(a: object, b: object, *, rounding: bool = False) -> bool:
     (``torch.testing.assert_close``'s defaults): for two results computed with different numbers
     of threads, whose sums may run in another order.
     """
+    kind = type(a)
+    if kind in _PLAIN:  # most of a record: flags, names, counts (a fast path: this runs 1,000 times a call)
+        return type(b) is kind and a == b
+    if kind is tuple and type(b) is tuple:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not _same(x, y, rounding=rounding):
+                return False
+        return True
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and a.device == b.device
@@ -778,6 +788,9 @@ def _same(a: object, b: object, *, rounding: bool = False) -> bool:
         return list(a) == list(b) and all(_same(a[key], b[key], rounding=rounding) for key in a)
     return type(a) is type(b) and a == b
 
+
+#: The types :func:`_same` compares with ``==`` alone, when both values are of one of them.
+_PLAIN = frozenset({bool, int, str, bytes, type(None), torch.dtype})
 
 #: An integer dtype of each floating dtype's size, to compare floating tensors bit by bit.
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
