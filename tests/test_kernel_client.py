@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import re
 import time
 from collections.abc import Sequence
 from queue import Empty
@@ -311,3 +312,16 @@ def test_only_replies_come_on_the_shell_channel() -> None:
     reply = signed.msg("execute_reply", {"status": "ok", "execution_count": 1})
     assert misshapen(stream) == "" and misshapen(reply, reply=True) == ""
     assert misshapen(stream, reply=True) == "a stream message came on the shell channel, where only replies come"
+
+
+def test_the_graders_message_ids_cannot_be_guessed() -> None:
+    """jupyter_client numbers a session's message ids (``<session>_<pid>_<n>``): round 49's kernel read one request's
+    id and replied to the grader's next request before it was sent. The grader's ids are random, in its clients too."""
+    manager = IsolatedKernelManager()
+    client = manager.client()
+    try:
+        ids = [session.msg("execute_request", {})["msg_id"] for session in (manager.session, client.session) * 2]
+    finally:
+        client.context.term()
+    assert all(re.fullmatch(r"[0-9a-f]{32}", found) for found in ids), ids
+    assert len(set(ids)) == len(ids) and not any(manager.session.session in found for found in ids)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from jupyter_client.session import Session
 from traitlets import DottedObjectName, Type
 
 from . import cgroups, jail
@@ -341,6 +342,18 @@ class KernelStartError(RuntimeError):
     """The jailed kernel did not start (its keeper's log says why)."""
 
 
+class UnguessableSession(Session):
+    """A session whose message ids a kernel cannot guess.
+
+    jupyter_client numbers them (``<session>_<pid>_<n>``), so a kernel that reads one request's id can name the
+    grader's next request before it is sent: round 49 sent a reply to it ahead of time (the grader stopped that
+    kernel, as one replying to no request it was waiting on; unguessable ids close that route as well)."""
+
+    @property
+    def msg_id(self) -> str:
+        return uuid.uuid4().hex
+
+
 class IsolatedKernelManager(RepollingKernelManager):
     """jupyter_client's kernel manager for a jailed ipykernel: started through jail.py or the warm server.
 
@@ -363,6 +376,9 @@ class IsolatedKernelManager(RepollingKernelManager):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.transport = "ipc"
+
+    def _session_default(self) -> Session:
+        return UnguessableSession(parent=self)
 
     def prepare(self, folder: Path, spec: jail.JailSpec | None, warm: Any = None) -> None:
         """Use ``folder`` for this kernel; jail it with ``spec`` (None: run it unjailed, as the grader)."""
