@@ -125,9 +125,9 @@ class ByteBudget:
 
     def charge(self, frames: list[bytes], *, more: bool = False) -> None:
         """Count ``frames`` (each :data:`FRAME_COST` beyond its bytes, the message at least :data:`MESSAGE_COST`);
-        past the limit, or with ``more`` frames
-        waiting past :data:`MAX_FRAMES`, record why, stop the kernel and raise SentTooMuch; and so for every
-        message after that (what is left of a message cut short is no message)."""
+        past the limit, or with ``more`` frames waiting past :data:`MAX_FRAMES`, record why, stop the kernel and
+        raise SentTooMuch; and so for every message after that (what is left of a message cut short is no
+        message)."""
         if self.failure:
             raise SentTooMuch(self.failure)
         self.spent += max(MESSAGE_COST, sum(len(frame) + FRAME_COST for frame in frames))
