@@ -144,3 +144,38 @@ def test_the_tolerance_rule_finds_an_elsewhere_call_without_one() -> None:
               'ptchecks.emit_elsewhere("f again", f, x, rtol=1e-5, atol=1e-6)\n'
               'ptchecks.emit_elsewhere("h elsewhere", h, x)\n')
     assert untolerant_elsewhere_calls(hidden) == ["'f elsewhere'", "'h elsewhere'"]
+
+
+#: Words of a Domain paragraph that say a part's values are only moved or copied, never computed with.
+_MOVED = re.compile(r"never computed with|copied as it is")
+#: A tolerance of zero in a hidden test (``rtol=0.0``, or a dict such as ``{"rtol": 0.0, ...}``): the same bits.
+_NO_TOLERANCE = re.compile(r"""["']?rtol["']?\s*[:=]\s*0(?:\.0)?\b""")
+
+
+def moved_without_same_bits(text: str, hidden: str) -> list[str]:
+    """What is missing where a part's Domain says its values are moved or copied, never computed with: the text's
+    promise that they are compared bit for bit, and a hidden check that asks for the same bits (``rtol=0``).
+
+    Why: ``assert_close`` holds ``-0.0`` and ``0.0`` equal, so an answer that turns one into the other (``+ 0.0``,
+    to make a copy) kept its marks wherever a tolerance compared what it moved (round 29 in lab 01; round 50 in
+    lab 07's copied codes, and so in lab 02's checkpoints and lab 03's padding too)."""
+    domain = paragraph(text, "Domain")
+    if not _MOVED.search(domain):
+        return []
+    missing = [] if "bit for bit" in domain else ["the text does not say the values are compared bit for bit"]
+    return missing + ([] if _NO_TOLERANCE.search(hidden) else ["no hidden check asks for the same bits (rtol=0)"])
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_values_only_moved_are_compared_bit_for_bit(lab: str, part: str, text: str, hidden: str) -> None:
+    assert not moved_without_same_bits(text, hidden), f"{lab} {part}: {moved_without_same_bits(text, hidden)}"
+
+
+def test_the_same_bits_rule_finds_a_part_that_moves_values_under_a_tolerance() -> None:
+    text = "**Domain.** Every input of these kinds:\n- values: any (they are moved, never computed with);\n"
+    assert moved_without_same_bits(text, 'ptchecks.call("f", f, x)\n') == [
+        "the text does not say the values are compared bit for bit", "no hidden check asks for the same bits (rtol=0)"]
+    exact = text.replace("computed with", "computed with, compared bit for bit")
+    assert moved_without_same_bits(exact, 'EXACT = {"rtol": 0.0, "atol": 0.0}\n') == []
+    assert moved_without_same_bits(exact, 'ptchecks.call("f", f, x, rtol=0.0, atol=0.0)\n') == []
+    assert moved_without_same_bits("**Domain.** values: any, computed with.\n", "") == []
