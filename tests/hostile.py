@@ -52,7 +52,9 @@ import inspect
 import json
 import os
 import shutil
+import struct
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,6 +389,28 @@ REPLIES_TO_NOTHING = (
 #: Round 48: the kernel's own execution count, which nbclient copies into the notebook and the feedback page shows
 #: beside each cell: 4,290 digits ran every later label off the page. The grader numbers the cells itself.
 HUGE_EXECUTION_COUNT = "get_ipython().execution_count = 10**4290"
+def _tall_png() -> bytes:
+    """A blank PNG 1 px wide and 1,000,000 px tall by its own header: about 2 kB, since blank rows compress well."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", 1, 1_000_000, 8, 0, 0, 0, 0)  # width, height, 8-bit grey
+    rows = zlib.compress(b"\x00\x00" * 1_000_000, 9)  # each row: its filter byte, one pixel
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", rows) + chunk(b"IEND", b"")
+
+
+#: Round 51: a picture whose size is only in its own header (no metadata to cap): Chromium laid the feedback and
+#: formgrader pages out a million pixels tall, every later part below it. The grader reads the header now.
+TALL_PNG = (
+    "# A PNG 1 px wide and 1,000,000 px tall by its own header, with no size in its metadata.\n"
+    "class Tall:\n"
+    "    def _repr_png_(self):\n"
+    "        return bytes.fromhex(\n"
+    + "".join(f"            '{hexed[start:start + 64]}'\n" for hexed in [_tall_png().hex()]
+              for start in range(0, len(hexed), 64))
+    + "        )\n\n\nTall()"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -768,6 +792,7 @@ def cases() -> list[HostileCase]:
         ),
         HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
         HostileCase("honest_answer_that_warns", _warning_first_part, _all("full"), "", policy=True),
+        HostileCase("tall_png_by_its_header", _after_test(TALL_PNG), _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),

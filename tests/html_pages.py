@@ -18,6 +18,8 @@ placeholder).
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 from collections.abc import Collection
 from html.parser import HTMLParser
@@ -144,11 +146,26 @@ def typesetting(html: str) -> list[str]:
 
 
 def oversized_images(html: str, largest: int) -> list[str]:
-    """The ``<img>`` tags of a page said to be wider or taller than ``largest`` px: one 2**31 - 1 px tall pushed every
-    part after it past the end of the feedback page (round 28)."""
+    """The ``<img>`` tags of a page wider or taller than ``largest`` px, by their attributes or by the image's own
+    header (a ``data:`` URL's, read with Pillow): one said to be 2**31 - 1 px tall pushed every part after it past
+    the end of the feedback page (round 28), and so did a PNG whose header said 1,000,000 px (round 51)."""
     found = []
     for tag in re.findall(r"<img\b[^>]*>", html, flags=re.IGNORECASE):
-        sizes = re.findall(r"""\b(?:width|height)\s*=\s*["']?(\d+)""", tag, flags=re.IGNORECASE)
-        if any(int(size) > largest for size in sizes):
+        sizes = [int(size) for size in re.findall(r"""\b(?:width|height)\s*=\s*["']?(\d+)""", tag, flags=re.I)]
+        embedded = re.search(r"""\bsrc\s*=\s*["']?data:image/[a-z]+;base64,([A-Za-z0-9+/=\s]+)""", tag, flags=re.I)
+        if embedded:
+            sizes += _header_size(embedded.group(1))
+        if any(size > largest for size in sizes):
             found.append(tag[:120])
     return found
+
+
+def _header_size(encoded: str) -> list[int]:
+    """An embedded image's width and height by its own header ([] when it is no image Pillow reads)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(base64.b64decode("".join(encoded.split())))) as image:
+            return list(image.size)
+    except (ValueError, OSError, Image.DecompressionBombError):
+        return []

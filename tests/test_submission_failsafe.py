@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import io
 import json
@@ -21,6 +22,7 @@ import re
 import runpy
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -196,20 +198,50 @@ def test_each_job_of_the_parallel_grader_gets_its_own_share_of_the_cores() -> No
     assert os.sched_getaffinity(0) == everything
 
 
+def _image(width: int, height: int, kind: str = "PNG") -> str:
+    """A blank image of that size, base64-encoded as a kernel sends it."""
+    from PIL import Image
+
+    encoded = io.BytesIO()
+    Image.new("L", (width, height)).save(encoded, kind)
+    return base64.b64encode(encoded.getvalue()).decode()
+
+
 def test_image_metadata_keeps_only_a_numeric_size() -> None:
     """nbconvert writes width=... unquoted: "1 onerror=alert(1)" would be an attribute of the <img>."""
+    figure = _image(40, 30)
     attack = nbformat.v4.new_output(
-        "display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"},
+        "display_data", data={"image/png": figure, "text/plain": "<Figure>"},
         metadata={"image/png": {"width": "1 onerror=alert(1)", "height": 30, "alt": "x"}, "filenames": {}},
     )
     assert make_safe(attack) == [METADATA] and attack.metadata == {"image/png": {"height": 30}}
-    honest = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"},
+    honest = nbformat.v4.new_output("display_data", data={"image/png": figure, "text/plain": "<Figure>"},
                                     metadata={"image/png": {"width": 400, "height": 300}})
     assert make_safe(honest) == [] and honest.metadata == {"image/png": {"width": 400, "height": 300}}
     for size in (-1, 0, True, 2.5):
-        odd = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"},
+        odd = nbformat.v4.new_output("display_data", data={"image/png": figure},
                                      metadata={"image/png": {"width": size}})
         assert make_safe(odd) == [METADATA] and odd.metadata == {}, size
+
+
+@pytest.mark.parametrize(("mime", "data", "kept"), [
+    ("image/png", _image(400, 300), True),
+    ("image/png", "\n".join(textwrap.wrap(_image(400, 300), 76)), True),  # base64 in lines, as some tools write it
+    ("image/gif", _image(4096, 2, "GIF"), True),
+    ("image/png", _image(1, 100_000), False),  # round 51: 1 x 1,000,000 px by its own header, no metadata
+    ("image/jpeg", _image(5000, 1, "JPEG"), False),
+    ("image/gif", _image(3, 3), False),  # a PNG said to be a GIF
+    ("image/png", "iVBOR", False),  # no image at all
+    ("image/png", ["not", "a string"], False),
+])
+def test_an_image_is_kept_only_at_a_size_a_page_shows_by_its_own_header(mime: str, data: object, kept: bool) -> None:
+    """A browser lays an image out at the size its file states: round 51's 2 kB PNG said 1 x 1,000,000 px, with no
+    metadata to cap, and every later part of the feedback page lay a million pixels down."""
+    output = nbformat.from_dict({"output_type": "display_data", "data": {mime: data}, "metadata": {}})
+    dropped = make_safe(output)
+    assert (mime in output.data) == kept and (dropped == []) == kept, (dropped, output.data)
+    if not kept:
+        assert output.data["text/plain"].startswith(f"[{mime} output not kept by the grader: {mime} ")
 
 
 def test_markdown_renders_inert_and_readable() -> None:

@@ -4,12 +4,16 @@ A graded notebook and its feedback page show whatever the kernel sent back. An o
 ``_repr_html_`` (or ``display(HTML(...))``, SVG, JavaScript, Markdown with raw HTML, a widget) would
 put the student's markup, ``<script>`` included, into the feedback page an instructor or another
 student opens. So every rich output keeps only the formats a browser shows without running
-anything: plain text (escaped when rendered) and raster images, whose metadata keeps only a numeric
-size. What was dropped is named in the plain text. The feedback page and the formgrader also
+anything: plain text (escaped when rendered) and raster images of a page's size, whose metadata keeps
+only a numeric size. What was dropped is named in the plain text. The feedback page and the formgrader also
 sanitise Markdown cells (:mod:`ptgrader.html`, set up in ``labs/nbgrader_config.py``).
 """
 
 from __future__ import annotations
+
+import base64
+import binascii
+import io
 
 from nbformat.notebooknode import NotebookNode
 
@@ -21,6 +25,8 @@ IMAGE_SIZES = ("width", "height")
 #: The largest image size kept, in CSS pixels: a plot a page shows. Round 28: a 1x1 PNG said to be 2**31 - 1 px
 #: tall made the feedback page as tall as Chromium allows, every part after it past its end.
 MAX_IMAGE_SIZE = 4096
+#: The format Pillow must find in each image type's bytes.
+IMAGE_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF"}
 #: What :func:`make_safe` names when it drops metadata.
 METADATA = "metadata"
 _RICH = ("display_data", "execute_result", "update_display_data")
@@ -47,19 +53,45 @@ def image_sizes(metadata: object) -> dict[str, dict[str, int]]:
     return kept
 
 
+def image_refused(mime: str, data: object) -> str:
+    """Why an image is not kept ("" when it is): its own header gives a width or height over
+    :data:`MAX_IMAGE_SIZE`, or its bytes are no image of its type.
+
+    Why the header: a browser lays an image out at the size its file states when no attribute says
+    otherwise. Round 51 showed a 2 kB PNG whose header said 1 x 1,000,000 px, with no metadata for
+    :func:`image_sizes` to cap, and every later part of the feedback page lay a million pixels down.
+    Pillow reads the header only, and refuses a size that claims billions of pixels.
+    """
+    from PIL import Image  # imported late: only outputs with an image need it
+
+    try:
+        text = "".join(data) if isinstance(data, list) else data if isinstance(data, str) else ""
+        raw = base64.b64decode("".join(text.split()), validate=True)  # line breaks are base64's, not data
+        with Image.open(io.BytesIO(raw), formats=[IMAGE_FORMATS[mime]]) as image:
+            width, height = image.size
+    except (binascii.Error, ValueError, OSError, Image.DecompressionBombError) as problem:
+        return f"{mime} that is no readable {IMAGE_FORMATS[mime]} ({type(problem).__name__})"
+    if max(width, height) > MAX_IMAGE_SIZE:
+        return f"{mime} of {width} x {height} px, over {MAX_IMAGE_SIZE}"
+    return ""
+
+
 def make_safe(output: NotebookNode) -> list[str]:
-    """Drop every active format and all metadata but image sizes from one output in place; return what was dropped.
+    """Drop every active format, every image over :data:`MAX_IMAGE_SIZE` by its own header, and all metadata but
+    image sizes from one output in place; return what was dropped.
 
     The list names the MIME types dropped, and :data:`METADATA` when metadata was.
     """
     if output.get("output_type") not in _RICH:
         return []
     data = output.get("data", {})
-    dropped = sorted(key for key in data if key not in SAFE_TYPES)
+    refused = [why for key in data if key in IMAGE_TYPES and (why := image_refused(key, data[key]))]
+    dropped = sorted(key for key in data if key not in SAFE_TYPES or any(why.startswith(key) for why in refused))
     if dropped:
-        kept = {key: value for key, value in data.items() if key in SAFE_TYPES}
+        kept = {key: value for key, value in data.items() if key in SAFE_TYPES and key not in dropped}
         if "text/plain" not in kept:
-            kept["text/plain"] = f"[{', '.join(dropped)} output not kept by the grader]"
+            why = f": {'; '.join(refused)}" if refused else ""
+            kept["text/plain"] = f"[{', '.join(dropped)} output not kept by the grader{why}]"
         output["data"] = kept
     metadata = output.get("metadata", {})
     sizes = {mime: size for mime, size in image_sizes(metadata).items() if mime in output.get("data", {})}
