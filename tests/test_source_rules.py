@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import gc
+from collections.abc import Callable
+
 import pytest
 
+from ptgrader.ipython_code import parse
 from ptgrader.source_rules import call_rules, forbidden_calls, loop_rules, python_loops
 
 VECTORISED = (
@@ -165,3 +170,37 @@ def test_a_forbidden_call_anywhere_the_function_reaches_breaks_the_rule(cells: d
 def test_the_allowed_mechanism_and_code_the_function_does_not_use_pass() -> None:
     cells = {2: "def train(loss):\n    loss.backward()", 3: PENALTY}
     assert forbidden_calls(cells, "r1_penalty", "backward") == []
+
+
+class _ParsesWhenCollected:
+    """Garbage in a cycle whose finalizer parses, as asyncio's logged tracebacks do on Python 3.11."""
+
+    def __del__(self) -> None:
+        ast.parse("x = 1")
+
+
+def _parse_beside_garbage(parse_with: Callable[[str], ast.Module]) -> ast.Module:
+    """``parse_with`` on 3,000 lines while 200 such objects wait for a collector that runs every 50 allocations."""
+    source = "\n".join(f"v{i} = [{i}, ({i}, {{'k': {i}}})]" for i in range(3000))
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(50)
+    try:
+        for _ in range(200):
+            cycle = _ParsesWhenCollected()
+            cycle.me = cycle
+        del cycle
+        return parse_with(source)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
+
+
+def test_a_parse_is_never_interrupted_by_a_finalizer_that_parses() -> None:
+    """The grader's parse pauses the collector: a finalizer that parses during a parse made Python 3.11 raise
+    "AST constructor recursion depth mismatch", and a student's submission ended unprocessed in make test."""
+    try:
+        _parse_beside_garbage(ast.parse)
+    except SystemError as error:  # the interpreter's bug the pause avoids (Python 3.11.2, these tests' Python)
+        assert "recursion depth mismatch" in str(error)
+    assert len(_parse_beside_garbage(parse).body) == 3000

@@ -49,7 +49,7 @@ from IPython.core import magic_arguments
 from IPython.core.magic import Magics
 from IPython.core.magics.execution import ExecutionMagics
 
-from .ipython_code import as_python
+from .ipython_code import as_python, parse
 
 #: Top-level modules a solution may import (the labs' intro lists the same ones).
 ALLOWED_IMPORTS = frozenset({"torch", "math", "itertools", "functools", "collections", "typing", "dataclasses", "operator"})
@@ -237,7 +237,7 @@ class LabNames:
 
 def _parse(source: str) -> ast.Module | None:
     try:
-        return ast.parse(as_python(source))
+        return parse(as_python(source))
     except SyntaxError:
         return None
 
@@ -267,7 +267,7 @@ def _inlined_comprehension_targets(code: str) -> set[str]:
             visit(child, in_target or (isinstance(node, ast.comprehension) and child is node.target))
 
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError:
         return set()
     visit(tree, False)

@@ -37,7 +37,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from .ipython_code import as_python
+from .ipython_code import as_python, parse
 
 
 #: The line of a test cell that asks for no Python loop in a function of the student's.
@@ -79,7 +79,7 @@ def call_rules(test_source: str) -> list[tuple[str, str]]:
 def _parse(source: str, depth: int = 0) -> list[ast.Module]:
     """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement)."""
     try:
-        tree = ast.parse(as_python(source) if depth == 0 else source)
+        tree = parse(as_python(source) if depth == 0 else source)
     except (SyntaxError, ValueError):
         return []  # a cell that does not parse fails on its own when it runs
     found = [tree]
