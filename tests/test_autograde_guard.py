@@ -1347,7 +1347,7 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     """The worked example of ptgrader.channel: the score is decided in the grader. A submission that forges the
     whole in-kernel verdict (its completion token is printed) still earns nothing: its outputs are not the
     reference solution's, compared outside the kernel. One whose code takes the grader longer to read than its
-    budget is withheld, and the others are graded. (Graded by ptgrader.autograde with two jobs.)"""
+    budget is withheld, and so is one nested past Python's recursion limit; the others are graded. (Graded by ptgrader.autograde with two jobs.)"""
     course = tmp_path / "course"
     (course / "source" / "demo").mkdir(parents=True)
     (course / lab_tools.CONFIG_NAME).write_text((lab_tools.LABS / lab_tools.CONFIG_NAME).read_text())
@@ -1365,8 +1365,10 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     forger.cells.insert(1, nbformat.v4.new_code_cell(FORGER))
     tangled = copy.deepcopy(forger)  # aliases the policy reads once per link: seconds of the grader's CPU
     tangled.cells.insert(1, nbformat.v4.new_code_cell("\n".join(f"a{i} = a{i + 1}" for i in range(300)) + "\na300 = torch"))
+    deep = copy.deepcopy(wrong)  # round 53: past Python's recursion limit in the grader's reading
+    deep.cells.insert(1, nbformat.v4.new_code_cell("if False:\n    y = x" + ".a" * 3500))
     submissions = {"solution": lab_tools.build_submission(release, {"double": "def double(x):\n    return x * 2"}),
-                   "wrong": wrong, "forger": forger, "tangled": tangled}
+                   "wrong": wrong, "forger": forger, "tangled": tangled, "deep": deep}
     for student, nb in submissions.items():
         lab_tools.submit(course, "demo", student, {"demo.ipynb": nb})
     # Graded by two graders side by side in the one course (python -m ptgrader.autograde), policy off for the forger.
@@ -1380,8 +1382,9 @@ def test_outputs_sent_out_of_the_kernel_are_graded_by_the_grader(tmp_path: Path)
     scores = {student: cells["test_double"][0] for student, cells in lab_tools.read_scores(course, "demo").items()}
     reports = lab_tools.read_reports(course, "demo")
     run_profile.count_grading_kernels(reports.values())
-    assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0, "tangled": 0.0}
+    assert scores == {"solution": 1.0, "wrong": 0.0, "forger": 0.0, "tangled": 0.0, "deep": 0.0}
     assert reports["tangled"]["withheld"].startswith("reading the submission's code took over 1 s")
+    assert reports["deep"]["withheld"].startswith("the submission's code nests deeper than the grader can read")
     assert "test_double" not in reports["forger"]["incomplete"]  # the in-kernel verdict was forged...
     assert reports["forger"]["outputs_differ"] == ["test_double"]  # ...and the grader's comparison refused it
     assert reports["solution"]["outputs_differ"] == [] and reports["wrong"]["outputs_differ"] == ["test_double"]

@@ -90,6 +90,17 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
              "def segment_sum(v, ids, n):\n    return pick(v, 3)"}, "recursion: pick calls itself"),
         ({3: "class Rows:\n    def __len__(self):\n        return 0 if self.i == 0 else len(self)\n"
              "def segment_sum(v, ids, n):\n    return v[:len(Rows())]"}, "recursion: __len__ calls itself"),
+        # round 53's: a built-in working through a container of the student's objects calls a method per item
+        ({3: "class Row:\n    def __repr__(self):\n        return 'r'\n"
+             "def segment_sum(v, ids, n):\n    repr([Row()] * n)\n    return v"}, "__repr__ (Python calls it once per item)"),
+        ({3: "class Row:\n    def __eq__(self, other):\n        return True\n"
+             "def segment_sum(v, ids, n):\n    [Row()] * n == [Row()] * n\n    return v"},
+         "__eq__ (Python calls it once per item)"),
+        ({3: "class Row:\n    def __radd__(self, other):\n        return other\n"
+             "def segment_sum(v, ids, n):\n    return v + sum([Row()] * n)"}, "__radd__ (Python calls it once per item)"),
+        ({3: "class Row:\n    def __float__(self):\n        return 0.0\n"
+             "def segment_sum(v, ids, n):\n    return v + torch.tensor([Row()] * n).sum()"},
+         "__float__ (Python calls it once per item)"),
     ],
 )
 def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(

@@ -54,7 +54,7 @@ from .kernel_run import KernelRun
 from .kernels import TREE_MEMORY, GraderTemp, IsolatedKernelManager, Isolation, accelerator_devices, default_limits
 from .outputs import make_notebook_safe
 from .policy import LabNames, scan_cell, setup_module_names
-from .reading_budget import ReadingTooLong, cpu_budget
+from .reading_budget import ReadingTooDeep, ReadingTooLong, cpu_budget
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
@@ -246,6 +246,9 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         except ReadingTooLong:
             report.withheld = (f"reading the submission's code took over {self.reading_budget} s of the grader's CPU"
                                " (cells far longer or more tangled than a solution needs)")
+        except ReadingTooDeep:
+            report.withheld = ("the submission's code nests deeper than the grader can read (past Python's recursion"
+                               " limit: cells far more tangled than a solution needs)")
         if report.withheld:
             self.log.error("ptgrader: %s/%s: grades withheld: %s", report.student, report.assignment, report.withheld)
             why = Failure(score.WITHHELD, report.withheld + " (an instructor reviews it)")

@@ -20,16 +20,23 @@ class ReadingTooLong(Exception):
     """The grader spent its whole budget reading one submission's code."""
 
 
+class ReadingTooDeep(Exception):
+    """One submission's code nests deeper than Python lets the grader follow (round 53: an attribute chain of 3,500
+    links; its report gave Python's raw ``RecursionError``)."""
+
+
 @contextlib.contextmanager
 def cpu_budget(seconds: float) -> Iterator[None]:
-    """Raise :class:`ReadingTooLong` inside the block once the process has spent ``seconds`` of CPU in it.
+    """Raise :class:`ReadingTooLong` inside the block once the process has spent ``seconds`` of CPU in it, and
+    :class:`ReadingTooDeep` for code nested past Python's recursion limit.
 
     A profiling timer (``ITIMER_PROF``) counts the process's CPU time, so a busy machine does not shorten
     the budget. Signals reach Python's main thread only, where nbgrader runs its preprocessors; called
     from any other thread the block runs unbounded (a plain function call, as before).
     """
     if threading.current_thread() is not threading.main_thread():
-        yield
+        with _within_reach():
+            yield
         return
 
     def stop(signum: int, frame: object) -> None:
@@ -38,7 +45,17 @@ def cpu_budget(seconds: float) -> Iterator[None]:
     previous = signal.signal(signal.SIGPROF, stop)
     signal.setitimer(signal.ITIMER_PROF, seconds)
     try:
-        yield
+        with _within_reach():
+            yield
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
+
+
+@contextlib.contextmanager
+def _within_reach() -> Iterator[None]:
+    """Raise :class:`ReadingTooDeep` for a ``RecursionError`` of the reading (parsing a tree, or walking it)."""
+    try:
+        yield
+    except RecursionError as error:
+        raise ReadingTooDeep(str(error)) from error

@@ -53,8 +53,19 @@ ITERATING = frozenset({
     "islice", "takewhile", "dropwhile", "filterfalse", "zip_longest", "combinations", "permutations", "tee",
     "iter", "next", "Counter",
 })
-#: Methods Python calls once per item when it iterates over an object of the class that defines them.
-ITERATOR_METHODS = frozenset({"__iter__", "__next__", "__getitem__", "__reversed__"})
+#: Methods Python calls once per item: when it iterates over an object of the class that defines them, and when a
+#: built-in works through a container of such objects (``repr([obj] * n)`` calls ``__repr__`` n times; so do ``==``
+#: of two lists, ``sorted``, ``sum``, ``any``, ``set`` and ``torch.tensor`` with their methods). Round 53 looped
+#: over a batch through ``repr`` of a list, with no loop, comprehension or ``map`` in the source.
+ITERATOR_METHODS = frozenset({
+    "__iter__", "__next__", "__getitem__", "__reversed__",
+    "__repr__", "__str__", "__format__", "__bool__", "__hash__", "__index__", "__int__", "__float__", "__complex__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__", "__rmatmul__",
+    "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+    "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__neg__", "__pos__", "__abs__",
+    "__torch_function__", "__torch_dispatch__",
+})
 #: Tensor methods that move values into Python, where work per element needs no torch call at all.
 TO_PYTHON = frozenset({"tolist", "item", "numpy"})
 #: IPython's own calls for magics: their string arguments are code the cell runs.
