@@ -160,6 +160,15 @@ def oversized_images(html: str, largest: int) -> list[str]:
     return found
 
 
+def encoded_image(width: int, height: int, kind: str = "PNG") -> str:
+    """A blank image of that size in ``kind`` (PNG, JPEG, GIF), base64-encoded as a kernel sends it."""
+    from PIL import Image
+
+    encoded = io.BytesIO()
+    Image.new("L", (width, height)).save(encoded, kind)
+    return base64.b64encode(encoded.getvalue()).decode()
+
+
 def _header_size(encoded: str) -> list[int]:
     """An embedded image's width and height by its own header ([] when it is no image Pillow reads)."""
     from PIL import Image

@@ -34,7 +34,7 @@ from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKe
 from ptgrader.outputs import make_notebook_safe, make_safe
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
-from tests import hostile, jail_tools, lab_tools, run_profile
+from tests import hostile, html_pages, jail_tools, lab_tools, run_profile
 
 LINUX = sys.platform.startswith("linux")
 linux_only = pytest.mark.skipif(not LINUX, reason="kernels are jailed with Linux namespaces")
@@ -1210,7 +1210,8 @@ def test_student_output_keeps_no_active_format() -> None:
     shown = nbformat.v4.new_output("execute_result", data={"text/html": "<script>alert(1)</script>",
                                                            "image/svg+xml": "<svg onload=x>", "text/plain": "Shown()"})
     only_active = nbformat.v4.new_output("display_data", data={"application/javascript": "alert(1)"})
-    picture = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "text/plain": "<Figure>"})
+    picture = nbformat.v4.new_output("display_data", data={"image/png": html_pages.encoded_image(40, 30),
+                                                           "text/plain": "<Figure>"})
     assert make_safe(shown) == ["image/svg+xml", "text/html"] and shown.data == {"text/plain": "Shown()"}
     assert make_safe(only_active) == ["application/javascript"]
     assert only_active.data == {"text/plain": "[application/javascript output not kept by the grader]"}
@@ -1224,9 +1225,8 @@ def test_an_image_keeps_only_a_size_a_page_can_show() -> None:
     part after it (and its verdict) past the end of the page."""
     sizes = {"image/png": {"width": 800, "height": 2**31 - 1}, "image/jpeg": {"width": 0, "height": 4096},
              "image/gif": {"width": 4097, "height": True}}
-    picture = nbformat.v4.new_output("display_data", data={"image/png": "iVBOR", "image/jpeg": "/9j/",
-                                                           "image/gif": "R0lG", "text/plain": "<Tall>"},
-                                     metadata=sizes)
+    images = {mime: html_pages.encoded_image(8, 8, mime.split("/")[1].upper()) for mime in sizes}
+    picture = nbformat.v4.new_output("display_data", data={**images, "text/plain": "<Tall>"}, metadata=sizes)
     assert make_safe(picture) == ["metadata"]
     assert picture.metadata == {"image/png": {"width": 800}, "image/jpeg": {"height": 4096}}
 

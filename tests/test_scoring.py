@@ -18,6 +18,7 @@ from ptgrader import score
 from ptgrader.cells import number_cells
 from ptgrader.receive import MAX_OUTPUT_DEPTH, OutputReceiver, measured_size
 from ptgrader.report import GradingReport
+from tests import html_pages
 
 POINTS = 3.0
 
@@ -386,7 +387,7 @@ def test_an_outputs_metadata_is_emptied_before_it_is_copied() -> None:
     """A red team's 24 MB of empty dicts in a PNG's metadata took the grader to 3.4 GB, copied object by object."""
     grader, outs = _guarded_receiver()
     message = _message("display_data")
-    message["content"]["data"]["image/png"] = "iVBORw0KGgo="
+    message["content"]["data"]["image/png"] = html_pages.encoded_image(40, 30)
     bulk = [{}] * 200_000
     message["content"]["metadata"] = {"note": bulk, "image/png": {"width": 40, "height": "1 onerror=x"}}
     grader.output(outs, message, None, 0)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import io
 import json
@@ -198,18 +197,9 @@ def test_each_job_of_the_parallel_grader_gets_its_own_share_of_the_cores() -> No
     assert os.sched_getaffinity(0) == everything
 
 
-def _image(width: int, height: int, kind: str = "PNG") -> str:
-    """A blank image of that size, base64-encoded as a kernel sends it."""
-    from PIL import Image
-
-    encoded = io.BytesIO()
-    Image.new("L", (width, height)).save(encoded, kind)
-    return base64.b64encode(encoded.getvalue()).decode()
-
-
 def test_image_metadata_keeps_only_a_numeric_size() -> None:
     """nbconvert writes width=... unquoted: "1 onerror=alert(1)" would be an attribute of the <img>."""
-    figure = _image(40, 30)
+    figure = html_pages.encoded_image(40, 30)
     attack = nbformat.v4.new_output(
         "display_data", data={"image/png": figure, "text/plain": "<Figure>"},
         metadata={"image/png": {"width": "1 onerror=alert(1)", "height": 30, "alt": "x"}, "filenames": {}},
@@ -225,12 +215,12 @@ def test_image_metadata_keeps_only_a_numeric_size() -> None:
 
 
 @pytest.mark.parametrize(("mime", "data", "kept"), [
-    ("image/png", _image(400, 300), True),
-    ("image/png", "\n".join(textwrap.wrap(_image(400, 300), 76)), True),  # base64 in lines, as some tools write it
-    ("image/gif", _image(4096, 2, "GIF"), True),
-    ("image/png", _image(1, 100_000), False),  # round 51: 1 x 1,000,000 px by its own header, no metadata
-    ("image/jpeg", _image(5000, 1, "JPEG"), False),
-    ("image/gif", _image(3, 3), False),  # a PNG said to be a GIF
+    ("image/png", html_pages.encoded_image(400, 300), True),
+    ("image/png", "\n".join(textwrap.wrap(html_pages.encoded_image(400, 300), 76)), True),  # base64 in lines, as some tools write it
+    ("image/gif", html_pages.encoded_image(4096, 2, "GIF"), True),
+    ("image/png", html_pages.encoded_image(1, 100_000), False),  # round 51: 1 x 1,000,000 px by its own header, no metadata
+    ("image/jpeg", html_pages.encoded_image(5000, 1, "JPEG"), False),
+    ("image/gif", html_pages.encoded_image(3, 3), False),  # a PNG said to be a GIF
     ("image/png", "iVBOR", False),  # no image at all
     ("image/png", ["not", "a string"], False),
 ])
