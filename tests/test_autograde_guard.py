@@ -848,6 +848,18 @@ def test_what_a_jailed_kernel_writes_to_its_stderr_reaches_the_terminal_escaped(
     assert not [line for line in result.stderr.splitlines() if line.startswith("[AutogradeApp")]
 
 
+@linux_only
+def test_a_line_the_kernel_leaves_open_is_ended_by_its_keeper(tmp_path: Path) -> None:
+    """Round 55: "loading data", left open while the kernel waited, had the grader's own next log line glued after
+    it, where it read as the kernel's. The keeper writes whole lines only, and ends one the kernel leaves open
+    once the kernel goes quiet; what the kernel writes later starts a marked line of its own."""
+    _, path = _jail_spec(tmp_path, tmp_path)
+    code = "import os, time\nos.write(2, b'loading data')\ntime.sleep(2.5)\nos.write(2, b' done\\n')"
+    result = _jailed(path, code)
+    assert result.returncode == 0, result.stderr
+    assert f"{jail.KERNEL_MARK}loading data\n{jail.KERNEL_MARK} done\n" in result.stderr, result.stderr
+
+
 def test_a_jailed_kernel_never_sees_the_course_or_a_folder_holding_it(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     course = tmp_path / "repo" / "labs"
     course.mkdir(parents=True)

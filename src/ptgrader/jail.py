@@ -82,6 +82,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -428,6 +429,19 @@ def marked(text: str, at_line_start: bool) -> tuple[str, bool]:
     return "".join(out), at_line_start
 
 
+#: The longest start of a line the keeper holds back while it waits for the kernel to end the line, and for how
+#: long after the kernel's last text (seconds).
+HELD_CHARS, HELD_S = 4096, 1.0
+
+
+def _write_log(text: str) -> None:
+    """Write to the grader's log (the keeper's stderr); a closed log loses the text, never the kernel."""
+    try:
+        os.write(2, text.encode())
+    except OSError:
+        pass
+
+
 def _keep(pid: int, relay: int) -> int:
     """Pass the kernel's log on (up to RELAY_BYTES), escaped and marked, signals too; wait for it; return its
     exit code.
@@ -435,6 +449,10 @@ def _keep(pid: int, relay: int) -> int:
     The log is what the kernel wrote to its file descriptors 1 and 2 (ipykernel copies every such write
     there), which a submission controls: written raw, an escape code could set the instructor's
     clipboard (OSC 52), retitle the window or, as could a plain line, pass for a line of the grader's log.
+    Only whole lines are written: a line the kernel leaves open is held until it ends it, goes quiet for a
+    moment or ends, and is then ended here (round 55: "[kernel] loading data" left open had the grader's
+    own next line glued after it, where it read as the kernel's, and the kernel's next text after the grader's
+    newline would have had no mark).
     """
 
     def forward(signum: int, _frame: object) -> None:
@@ -447,20 +465,23 @@ def _keep(pid: int, relay: int) -> int:
         signal.signal(signum, forward)
     budget = RELAY_BYTES
     open_relay, at_line_start = True, True
+    held, last_text = "", 0.0  # the start of a line the kernel has not ended, and when text last came
     while True:
         if open_relay:
             ready, _, _ = select.select([relay], [], [], 0.2)
-            if ready:
-                chunk = os.read(relay, 1 << 16)
-                if not chunk:
-                    open_relay = False
-                elif budget > 0:
-                    try:
-                        text, at_line_start = marked(chunk[:budget].decode("utf-8", "backslashreplace"), at_line_start)
-                        os.write(2, text.encode())
-                    except OSError:
-                        pass
-                    budget -= len(chunk)
+            chunk = os.read(relay, 1 << 16) if ready else b""
+            if ready and not chunk:
+                open_relay = False
+            elif chunk and budget > 0:
+                text, at_line_start = marked(chunk[:budget].decode("utf-8", "backslashreplace"), at_line_start)
+                cut = (held + text).rfind("\n") + 1
+                _write_log((held + text)[:cut])
+                held, last_text = (held + text)[cut:], time.monotonic()
+                budget -= len(chunk)
+            quiet = time.monotonic() - last_text > HELD_S
+            if held and (quiet or not open_relay or len(held) > HELD_CHARS):
+                _write_log(held + "\n")
+                held, at_line_start = "", True
         done, status = os.waitpid(pid, os.WNOHANG if open_relay else 0)
         if done:
             code = os.waitstatus_to_exitcode(status)
