@@ -31,7 +31,8 @@ def parse(code: str) -> ast.Module:
     conversion of a tree into Python objects. A collection during that conversion can run a finalizer that parses
     too (asyncio logs "exception was never retrieved" with a traceback, and 3.11's traceback module parses each
     line for its ``^^^`` marks), and the outer parse then fails with "SystemError: AST constructor recursion
-    depth mismatch" (CPython issue 106905 and others). In ``make test`` one student's submission ended
+    depth mismatch" (shown by tests/test_source_rules.py on this Python; CPython issue 106905 names another way to
+    the same error). In ``make test`` one student's submission ended
     unprocessed that way, after the grader had taken in another's. What is garbage is collected before or
     after a parse, never during one.
     """
