@@ -554,6 +554,48 @@ def test_a_grading_kernel_reads_a_one_line_cell_as_the_policy_does(settings: str
         assert 'sx /"";x' in differ and 'len "x"' not in differ, differ  # automagic on, autocall off by default
 
 
+#: A grader's process, with torch imported already (argv[1] "torch") or not: its reading of one chain is stopped by a
+#: budget far too short for the imports the chain needs, twice (inside ``import torch`` or ``torch._dynamo``, then
+#: wherever the second stop lands), then read with a budget that suffices.
+_STOPPED_INSIDE_AN_IMPORT = """
+import json, sys
+if sys.argv[1] == "torch":
+    import torch
+from ptgrader.policy import scan_cell
+from ptgrader.reading_budget import ReadingTooLong, cpu_budget
+assert "torch._dynamo" not in sys.modules
+cell = "import torch\\nz = torch._dynamo.utils.os.system\\n"
+stops = []
+for _ in range(2):
+    try:
+        with cpu_budget(0.05):
+            stops.append([str(finding) for finding in scan_cell(cell, 0, {})])
+    except ReadingTooLong:
+        stops.append("stopped")
+with cpu_budget(120):
+    findings = [str(finding) for finding in scan_cell(cell, 0, {})]
+print(json.dumps({"stops": stops, "findings": findings}))
+"""
+
+
+@pytest.mark.parametrize("imported", ["nothing", "torch"])
+def test_the_reading_budget_never_stops_an_import_halfway_or_is_swallowed(imported: str) -> None:
+    """Round 56: the policy imports the modules a chain names (torch, then ``torch._dynamo``, loaded on first use).
+    The budget's stop raised inside ``import torch`` left a partly initialised torch, and the next student ended
+    unprocessed (here the process crashes); raised inside the lazy ``_dynamo`` import, an ``except Exception`` took
+    it for a failed attribute, the chain was cached as reaching nothing, and the reading went on unbounded. Now an
+    import runs to its end and the stop comes after it, and the same process reads the chain to the module it
+    reaches afterwards."""
+    found = subprocess.run([sys.executable, "-c", _STOPPED_INSIDE_AN_IMPORT, imported], capture_output=True,
+                           text=True, timeout=300)
+    assert found.returncode == 0, found.stderr[-3000:]
+    result = json.loads(found.stdout)
+    first, second = result["stops"]
+    assert first == "stopped", result  # the imports cost more than the budget: it is spent once they end
+    for findings in (second, result["findings"]):  # stopped again, or read in full: never a chain cut short
+        assert findings == "stopped" or any("reaches the module os" in finding for finding in findings), result
+
+
 def test_policy_leaves_code_that_does_not_parse_to_the_kernel() -> None:
     assert scan_cell("def broken(:\n", 0, SETUP) == []
 

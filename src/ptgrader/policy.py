@@ -50,6 +50,7 @@ from IPython.core.magic import Magics
 from IPython.core.magics.execution import ExecutionMagics
 
 from .ipython_code import as_python, parse
+from .reading_budget import to_the_end
 
 #: Top-level modules a solution may import (the labs' intro lists the same ones).
 ALLOWED_IMPORTS = frozenset({"torch", "math", "itertools", "functools", "collections", "typing", "dataclasses", "operator"})
@@ -358,26 +359,51 @@ def _foreign_module_on(dotted: str) -> str:
     ``torch.serialization.zipfile`` is zipfile, whatever the import list says. An outside round reached
     numpy's Fortran reader, which ``eval``s what it reads, as ``ptlabs.data.np.f2py``. Only modules are
     walked (an attribute of a module runs no student code); the walk stops at the first object that is
-    not a module.
+    not a module. What a module has not loaded yet (``torch._dynamo``, loaded on first use) is loaded as the kernel
+    would load it, to its end (:func:`_loaded_attribute`): an answer is cached only when the walk finished.
     """
     top, *parts = dotted.split(".")
     if top not in _REACHABLE_PACKAGES or not parts:
         return ""
-    try:
-        current: object = importlib.import_module(top)  # the installed package the kernel imports too
-    except ImportError:
-        return ""
+    # imported on its own thread even when sys.modules holds it: a reading the budget stopped may have left its
+    # import running there, and only the import system waits for it to end
+    current: object = to_the_end(functools.partial(_imported, top))
     for part in parts:
-        try:
-            current = getattr(current, part)
-        except Exception:  # noqa: BLE001  (a lazy attribute that fails to load: nothing reached)
-            return ""
+        current = _loaded_attribute(current, part)
         if not isinstance(current, type(sys)):
             return ""
         name = current.__name__
         if name.split(".")[0] not in _REACHABLE_PACKAGES or set(name.split(".")) & _FORBIDDEN_PARTS:
             return name
     return ""
+
+
+def _imported(top: str) -> object:
+    """The installed package ``top``, as the kernel imports it (None when it is not installed)."""
+    try:
+        return importlib.import_module(top)
+    except ImportError:
+        return None
+
+
+def _loaded_attribute(module: object, name: str) -> object:
+    """``getattr(module, name)``, or None where that fails: a module's own attribute is read off its dict (no code
+    runs); one that a module's ``__getattr__`` makes (a lazy import) is made by :func:`to_the_end`, where the
+    reading budget cannot stop an import halfway."""
+    found = vars(module).get(name, _ABSENT)
+    if found is _ABSENT:
+        found = to_the_end(functools.partial(_attribute_or_none, module, name))
+    return found
+
+
+_ABSENT = object()
+
+
+def _attribute_or_none(owner: object, name: str) -> object:
+    try:
+        return getattr(owner, name)
+    except Exception:  # noqa: BLE001  (a lazy attribute that fails to load: nothing reached)
+        return None
 
 
 def _is_by_name(node: ast.AST) -> bool:

@@ -13,11 +13,19 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+Result = TypeVar("Result")
 
 
-class ReadingTooLong(Exception):
-    """The grader spent its whole budget reading one submission's code."""
+class ReadingTooLong(BaseException):
+    """The grader spent its whole budget reading one submission's code.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is (round 56): it stops the reading wherever it is, and no ``except
+    Exception`` in the reading, or in the code it calls, can take it for an ordinary failure, swallow it and carry on
+    with an answer that a cache keeps for every later student.
+    """
 
 
 class ReadingTooDeep(Exception):
@@ -59,3 +67,30 @@ def _within_reach() -> Iterator[None]:
         yield
     except RecursionError as error:
         raise ReadingTooDeep(str(error)) from error
+
+
+def to_the_end(function: Callable[[], Result]) -> Result:
+    """``function()``, run on a thread of its own, where neither the budget nor a deep reading can stop it halfway.
+
+    Why (round 56): the code policy imports the modules a chain of attributes names (``torch._dynamo`` is imported
+    on first use). The budget's stop raised inside ``import torch`` left a partly initialised torch in the grader's
+    process, and every later student whose code named ``torch.`` anything ended unprocessed. Python runs signal
+    handlers on its main thread only, and a new thread starts with an empty stack, so the call runs to its end
+    (the import completes, or fails as a whole) and the budget's stop is raised in the caller once it has: an
+    import costs its CPU once per process, and only the installed packages' code runs there. What the call raised
+    is raised again in the caller.
+    """
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # noqa: BLE001  (raised again in the caller, below)
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name="ptgrader-reading", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
