@@ -555,7 +555,7 @@ def test_a_grading_kernel_reads_a_one_line_cell_as_the_policy_does(settings: str
 
 
 #: A grader's process, with torch imported already (argv[1] "torch") or not: its reading of one chain is stopped by a
-#: budget far too short for the imports the chain needs, twice (inside ``import torch`` or ``torch._dynamo``, then
+#: budget far too short for the imports the chain needs, twice (inside ``import torch`` or of a submodule, then
 #: wherever the second stop lands), then read with a budget that suffices.
 _STOPPED_INSIDE_AN_IMPORT = """
 import json, sys
@@ -563,8 +563,8 @@ if sys.argv[1] == "torch":
     import torch
 from ptgrader.policy import scan_cell
 from ptgrader.reading_budget import ReadingTooLong, cpu_budget
-assert "torch._dynamo" not in sys.modules
-cell = "import torch\\nz = torch._dynamo.utils.os.system\\n"
+assert "torch.utils.benchmark" not in sys.modules
+cell = "import torch\\nz = torch.utils.benchmark.utils.common.time\\n"
 stops = []
 for _ in range(2):
     try:
@@ -580,7 +580,8 @@ print(json.dumps({"stops": stops, "findings": findings}))
 
 @pytest.mark.parametrize("imported", ["nothing", "torch"])
 def test_the_reading_budget_never_stops_an_import_halfway_or_is_swallowed(imported: str) -> None:
-    """Round 56: the policy imports the modules a chain names (torch, then ``torch._dynamo``, loaded on first use).
+    """Round 56: the policy imports the modules a chain names (torch, then ``torch._dynamo``, loaded on first use;
+    since round 57 no private module, and every public submodule on disk, here ``torch.utils.benchmark``).
     The budget's stop raised inside ``import torch`` left a partly initialised torch, and the next student ended
     unprocessed (here the process crashes); raised inside the lazy ``_dynamo`` import, an ``except Exception`` took
     it for a failed attribute, the chain was cached as reaching nothing, and the reading went on unbounded. Now an
@@ -593,7 +594,40 @@ def test_the_reading_budget_never_stops_an_import_halfway_or_is_swallowed(import
     first, second = result["stops"]
     assert first == "stopped", result  # the imports cost more than the budget: it is spent once they end
     for findings in (second, result["findings"]):  # stopped again, or read in full: never a chain cut short
-        assert findings == "stopped" or any("reaches the module os" in finding for finding in findings), result
+        assert findings == "stopped" or any("reaches the module time" in f for f in findings), result
+
+
+#: A grader's process that imported torch alone: chains through submodules that only a warm kernel (which preloads
+#: more of torch) or the student's own import would have loaded.
+_READ_IN_A_FRESH_GRADER = """
+import json, sys
+import torch
+from ptgrader.policy import scan_cell
+assert "torch.utils.benchmark" not in sys.modules and "torch.nn.utils.prune" not in sys.modules
+chains = sys.argv[1:]
+print(json.dumps({chain: [str(f) for f in scan_cell(f"import torch\\nz = {chain}\\n", 0, {})] for chain in chains}))
+"""
+
+
+def test_policy_reads_a_chain_the_same_whatever_the_grader_has_loaded() -> None:
+    """Round 57: the policy walked only the modules loaded in the grader's own process, and the warm kernels preload
+    more of torch, which attaches submodules to their parents: ``torch.utils.benchmark.utils.common.time`` (the
+    time module) and a forbidden ``valgrind_wrapper`` ran unflagged. Now a submodule on disk is loaded as the
+    kernel may have, and the findings are the same in a grader that never imported it."""
+    reached = {
+        "torch.utils.benchmark.utils.common.time": "reaches the module time",
+        "torch.utils.benchmark.utils.timer.valgrind_timer_interface": "valgrind_wrapper.timer_interface",
+        "torch.utils.flop_counter.aten": "reaches the module torch.ops.aten",
+        "torch.nn.utils.prune.numbers": "reaches the module numbers",
+    }
+    honest = ["torch.utils.data.DataLoader", "torch.nn.functional.relu", "torch.nn.utils.prune.l1_unstructured"]
+    found = subprocess.run([sys.executable, "-c", _READ_IN_A_FRESH_GRADER, *reached, *honest], capture_output=True,
+                           text=True, timeout=300)
+    assert found.returncode == 0, found.stderr[-3000:]
+    findings = json.loads(found.stdout)
+    for chain, evidence in reached.items():
+        assert any(evidence in finding for finding in findings[chain]), (chain, findings[chain])
+    assert all(findings[chain] == [] for chain in honest), findings
 
 
 def test_policy_leaves_code_that_does_not_parse_to_the_kernel() -> None:

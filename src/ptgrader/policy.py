@@ -44,6 +44,7 @@ import symtable
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from IPython.core import magic_arguments
 from IPython.core.magic import Magics
@@ -324,7 +325,7 @@ _MODULE_NAMES = (frozenset(sys.stdlib_module_names) - {"select", "trace", "chunk
     "ptlabs", "ptchecks", "IPython", "ipykernel"}
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # bounded: a cell of 20,000 distinct chains must not stay in the grader's memory
 def _is_module_path(dotted: str) -> bool:
     """Whether ``torch.testing._comparison`` names a module, read off the installed files (nothing is imported)."""
     top, *parts = dotted.split(".")
@@ -350,7 +351,7 @@ def _is_module_path(dotted: str) -> bool:
 _REACHABLE_PACKAGES = ALLOWED_IMPORTS | {"ptlabs", "ptchecks"}
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _foreign_module_on(dotted: str) -> str:
     """The first module outside :data:`_REACHABLE_PACKAGES` (or with a forbidden part) that the attribute chain
     ``dotted`` reaches from an allowed module, read off the real objects ("" when none).
@@ -359,16 +360,25 @@ def _foreign_module_on(dotted: str) -> str:
     ``torch.serialization.zipfile`` is zipfile, whatever the import list says. An outside round reached
     numpy's Fortran reader, which ``eval``s what it reads, as ``ptlabs.data.np.f2py``. Only modules are
     walked (an attribute of a module runs no student code); the walk stops at the first object that is
-    not a module. What a module has not loaded yet (``torch._dynamo``, loaded on first use) is loaded as the kernel
-    would load it, to its end (:func:`_loaded_attribute`): an answer is cached only when the walk finished.
+    not a module. A submodule the grader has not loaded is loaded as the kernel may have (round 57: the warm
+    kernels preload more of torch than the grader, which attaches ``torch.utils.benchmark.utils.common`` and its
+    ``time`` to their parents), so the answer depends on the installed packages only, never on what this process
+    or an earlier student happened to import (:func:`_loaded_attribute`).
     """
     top, *parts = dotted.split(".")
     if top not in _REACHABLE_PACKAGES or not parts:
         return ""
     # imported on its own thread even when sys.modules holds it: a reading the budget stopped may have left its
     # import running there, and only the import system waits for it to end
-    current: object = to_the_end(functools.partial(_imported, top))
+    current = to_the_end(functools.partial(_imported, top))
     for part in parts:
+        if not isinstance(current, type(sys)):
+            return ""
+        submodule = f"{current.__name__}.{part}"
+        if part.startswith("_") and part not in vars(current):
+            return ""  # a private module not loaded: the private-attribute rule refuses the chain, nothing imported
+        if set(submodule.split(".")) & _FORBIDDEN_PARTS and part not in vars(current):
+            return submodule if _is_module_path(submodule) else ""  # refused without importing it
         current = _loaded_attribute(current, part)
         if not isinstance(current, type(sys)):
             return ""
@@ -378,22 +388,25 @@ def _foreign_module_on(dotted: str) -> str:
     return ""
 
 
-def _imported(top: str) -> object:
-    """The installed package ``top``, as the kernel imports it (None when it is not installed)."""
+def _imported(dotted: str) -> object:
+    """The installed module ``dotted``, as the kernel imports it (None when it cannot be imported)."""
     try:
-        return importlib.import_module(top)
+        return importlib.import_module(dotted)
     except ImportError:
         return None
 
 
-def _loaded_attribute(module: object, name: str) -> object:
-    """``getattr(module, name)``, or None where that fails: a module's own attribute is read off its dict (no code
-    runs); one that a module's ``__getattr__`` makes (a lazy import) is made by :func:`to_the_end`, where the
-    reading budget cannot stop an import halfway."""
+def _loaded_attribute(module: ModuleType, name: str) -> object:
+    """``getattr(module, name)`` as the kernel may find it, or None where that fails: a module's own attribute is read
+    off its dict (no code runs); a submodule on disk is imported, and an attribute that a module's ``__getattr__``
+    makes (a lazy import) is made, by :func:`to_the_end`, where the reading budget cannot stop an import halfway."""
     found = vars(module).get(name, _ABSENT)
-    if found is _ABSENT:
-        found = to_the_end(functools.partial(_attribute_or_none, module, name))
-    return found
+    if found is not _ABSENT:
+        return found
+    submodule = f"{module.__name__}.{name}"
+    if _is_module_path(submodule):
+        return to_the_end(functools.partial(_imported, submodule))
+    return to_the_end(functools.partial(_attribute_or_none, module, name))
 
 
 _ABSENT = object()
