@@ -559,6 +559,18 @@ def test_ties_are_small_integers_with_zeros_of_both_signs_and_meta_has_no_values
     assert domain.make(next(c for c in cases if c.device == "meta"), (4,)).is_meta
 
 
+def test_bfloat16_values_reach_past_float16_s_range_unless_bounded() -> None:
+    """Round 57: bfloat16 computed in float16 kept its marks, every generated value and result staying below 65504.
+    bfloat16's unbounded draws are scaled by a power of two: past float16's range, rounded as the draws were."""
+    domain = ptchecks.Domain(seed=5, device="cpu", dtypes=(torch.bfloat16, torch.float32))
+    cases = {case.dtype: case for case in domain.cases((6, 8))}
+    drawn = domain.make(cases[torch.bfloat16], (6, 8))
+    assert drawn.abs().max() > torch.finfo(torch.float16).max
+    assert drawn.half().isinf().any() and (drawn.float() / 2**16).abs().max() <= 9  # the draws, scaled
+    assert domain.make(cases[torch.bfloat16], (6, 8), low=-9, high=9).abs().max() <= 9
+    assert domain.make(cases[torch.float32], (6, 8)).abs().max() <= 9
+
+
 def test_the_same_seed_and_order_give_the_same_inputs_and_leave_the_global_generator_alone() -> None:
     state = torch.get_rng_state()
     runs = []

@@ -35,6 +35,11 @@ SIZES = ("empty", "size-1")
 #: Value families: ``inf``, ``-inf`` and ``nan`` among the values, and a ``-0.0`` (floating dtypes only), and values
 #: drawn from {-2, ..., 2}, so that exact zeros (of both signs, when floating) and ties are everywhere.
 VALUES = ("inf/nan", "ties")
+#: What ``bfloat16``'s values drawn without bounds are multiplied by: a power of two, so that every rounding in bfloat16
+#: is the same as for the values drawn, but past ``float16``'s range (65504), which bfloat16 (float32's range) holds.
+#: Round 57: bfloat16 computed in float16 ("half precision, more digits") kept its marks, every value and result of
+#: the generated cases staying below 65504; such a detour now overflows to inf.
+BFLOAT16_SCALE = 2.0**16
 #: Devices beyond the lab's own: ``meta`` tensors have a shape and a dtype but no values.
 DEVICES = ("meta",)
 #: How a case's other tensors are laid out where a part declares layouts: like its first tensor, or "mixed", each
@@ -220,7 +225,8 @@ class Domain:
         """A tensor of ``shape`` (a size class already applied, see :meth:`Case.shape`) as ``case`` says.
 
         ``dtype`` overrides the case's; ``low`` and ``high`` bound random values as
-        :func:`torch.testing.make_tensor` does (``high`` excluded). An ``index`` tensor (lengths,
+        :func:`torch.testing.make_tensor` does (``high`` excluded); without them, ``bfloat16`` values are scaled
+        by :data:`BFLOAT16_SCALE`. An ``index`` tensor (lengths,
         ids) takes the case's layout (:meth:`_next_layout`) and device but never its value family. The layout
         is made on the target device, since moving a strided tensor makes it contiguous.
         """
@@ -245,6 +251,8 @@ class Domain:
                     storage = torch.where(torch.rand(storage_shape) < 0.5, storage, storage.neg())
             else:
                 storage = torch.testing.make_tensor(storage_shape, dtype=dtype, device="cpu", low=low, high=high)
+                if dtype is torch.bfloat16 and low is None and high is None and not index:
+                    storage = storage * BFLOAT16_SCALE
             spots = torch.randperm(math.prod(shape))[:4] if specials else None
         if case.device == "meta":
             storage = torch.empty(storage_shape, dtype=dtype, device="meta")
