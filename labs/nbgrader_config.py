@@ -25,6 +25,7 @@ try:  # the grading service: in the repository's environment (`make setup`), not
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
     from ptgrader.safe_html import (
         LimitRenderedCells,
+        ShowFormatCharacters,
         clean,
         highlight_python,
         markdown_to_safe_html,
@@ -74,6 +75,7 @@ c.Autograde.autograde_preprocessors = [
     ClearMetadataPreprocessor,
     LimitOutput,
     LimitRenderedCells,
+    ShowFormatCharacters,  # what the pages show is what ran: invisible and text-direction characters as escapes
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,

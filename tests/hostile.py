@@ -411,6 +411,12 @@ TALL_PNG = (
               for start in range(0, len(hexed), 64))
     + "        )\n\n\nTall()"
 )
+#: Round 58: text-direction overrides reordered what the feedback page and the formgrader drew: a comment read
+#: otherwise than it was ("Trojan Source"), and printed text too. The pages show them as escapes.
+TEXT_DIRECTION = (
+    "# \u202e tnemmoc \u2066 this comment reads backwards on a page that honours the override\n"
+    "print('In \u202eevil\u202c text.\u200b')"
+)
 #: Round 30: one-frame 16 MiB messages written raw onto the kernel's end of its control connection, which the
 #: grader never reads: the relay forwarded them into the grader's control socket, unread and uncounted (3.5 GB
 #: for 200 of them, full marks, a clean report). The relay carries nothing up that route now: the kernel's
@@ -793,6 +799,7 @@ def cases() -> list[HostileCase]:
         HostileCase("huge_output_in_test", _noisy_first_part, _all("full"), "", policy=True),
         HostileCase("honest_answer_that_warns", _warning_first_part, _all("full"), "", policy=True),
         HostileCase("tall_png_by_its_header", _after_test(TALL_PNG), _all("full"), "", policy=True),
+        HostileCase("text_direction_overrides", _after_test(TEXT_DIRECTION), _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 import nbformat
@@ -32,6 +33,7 @@ from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
+from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
 from tests import hostile, html_pages, jail_tools, lab_tools, run_profile
@@ -1291,6 +1293,29 @@ def test_course_record_puts_back_what_it_can_and_reports_the_rest(tmp_path: Path
     assert (tmp_path / "gradebook.db").read_bytes() == b"grades"
     assert (tmp_path / "source" / "lab" / "lab.ipynb").read_text() == "the lab"
     assert record.changes() == ["submitted/bob/lab.ipynb"]
+
+
+def test_the_pages_show_invisible_and_text_direction_characters_as_escapes() -> None:
+    """Round 58: ``In \\u202eevil\\u202c text.`` read as "In live text." on the formgrader, and a comment that
+    holds an override read otherwise than it ran. Every format character (Unicode's category Cf, as this Python
+    knows it) is written as its escape, in sources and text outputs; a cell without one is left as it was."""
+    everything = {code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"}
+    assert everything == {code for code in range(sys.maxunicode + 1) if FORMAT_CHARACTERS.fullmatch(chr(code))}
+    tricked = nbformat.v4.new_code_cell("# \u202e tnemmoc \u2066\nx = 1", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="In \u202eevil\u202c text.\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": ["a\u200b", "b"]}, execution_count=1),
+        nbformat.v4.new_output("error", ename="E\u2067", evalue="\ufeffwhy", traceback=["line \u202d"]),
+    ])
+    plain = nbformat.v4.new_markdown_cell("Nothing hidden here: caf\u00e9, \u05e9\u05dc\u05d5\u05dd.")
+    nb = nbformat.v4.new_notebook(cells=[tricked, plain])
+    before = copy.deepcopy(plain)
+    ShowFormatCharacters().preprocess(nb, {})
+    assert not FORMAT_CHARACTERS.search(json.dumps(nb, ensure_ascii=False))
+    assert tricked.source == "# \\u202e tnemmoc \\u2066\nx = 1"
+    assert tricked.outputs[0].text == "In \\u202eevil\\u202c text.\n"
+    assert tricked.outputs[1].data["text/plain"] == ["a\\u200b", "b"]
+    assert (tricked.outputs[2].ename, tricked.outputs[2].evalue) == ("E\\u2067", "\\ufeffwhy")
+    assert plain == before  # right-to-left script itself is text, not a format character
 
 
 def test_student_output_keeps_no_active_format() -> None:

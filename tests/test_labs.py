@@ -26,6 +26,7 @@ import nbformat
 import pytest
 
 from ptgrader.outputs import MAX_IMAGE_SIZE
+from ptgrader.safe_html import FORMAT_CHARACTERS
 from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools, run_profile
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
@@ -417,6 +418,10 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
                   for kind, by_student in pages.items() for student, page in by_student.items()
                   if html_pages.oversized_images(page, MAX_IMAGE_SIZE))
     assert not tall, f"pictures larger than a page shows: {tall[:3]}"
+    # Round 58: a text-direction override in a comment made it read otherwise than it ran
+    drawn = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
+                   for student, page in by_student.items() if FORMAT_CHARACTERS.search(page))
+    assert not drawn, f"pages that draw invisible or text-direction characters: {drawn[:3]}"
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

@@ -263,3 +263,49 @@ class LimitRenderedCells(NbGraderPreprocessor):
             self.log.warning("ptgrader: %s/%s: %d cells cut for the pages (past %d characters)",
                              info["student"], info["assignment"], cut, RENDERED_BUDGET)
         return nb, resources
+
+
+#: Unicode's format characters (category ``Cf``, Unicode 14 as in Python 3.11 to 3.13; a test holds the list to
+#: the running Python's): invisible, and those that set the direction of text reorder what a browser draws around
+#: them. Round 58: ``In \u202eevil\u202c text.`` read as "In live text." in the formgrader, and a comment
+#: ``# \u202e tnemmoc`` as "# comment" on the feedback page (the "Trojan Source" trick: code that reads
+#: otherwise than it runs).
+FORMAT_CHARACTERS = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+def with_format_characters_shown(text: str) -> str:
+    """``text`` with each of :data:`FORMAT_CHARACTERS` written as its escape (``\\u202e``), as the grader's log
+    writes them."""
+    return FORMAT_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+class ShowFormatCharacters(NbGraderPreprocessor):
+    """In the graded notebook that the feedback page and the formgrader render, every cell's source and text
+    outputs with their invisible format characters shown as escapes (:data:`FORMAT_CHARACTERS`): what a page shows
+    is what ran. The run is over, and the submitted notebook keeps them."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        for cell in nb.cells:
+            cell.source = with_format_characters_shown(cell.source)
+            for output in cell.get("outputs", []):
+                for key in ("text", "ename", "evalue", "traceback"):
+                    if key in output:
+                        output[key] = _shown(output[key])
+                data = output.get("data", {})
+                for mime in data:
+                    if mime.startswith("text/"):
+                        data[mime] = _shown(data[mime])
+        return nb, resources
+
+
+def _shown(value: object) -> object:
+    """A text field of an output (a string, or a list of them) with its format characters shown."""
+    if isinstance(value, str):
+        return with_format_characters_shown(value)
+    if isinstance(value, list):
+        return [with_format_characters_shown(item) if isinstance(item, str) else item for item in value]
+    return value
