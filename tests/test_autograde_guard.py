@@ -1298,9 +1298,11 @@ def test_course_record_puts_back_what_it_can_and_reports_the_rest(tmp_path: Path
 def test_the_pages_show_invisible_and_text_direction_characters_as_escapes() -> None:
     """Round 58: ``In \\u202eevil\\u202c text.`` read as "In live text." on the formgrader, and a comment that
     holds an override read otherwise than it ran. Every format character (Unicode's category Cf, as this Python
-    knows it) is written as its escape, in sources and text outputs; a cell without one is left as it was."""
-    everything = {code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"}
-    assert everything == {code for code in range(sys.maxunicode + 1) if FORMAT_CHARACTERS.fullmatch(chr(code))}
+    knows it, and Unicode 15's) is written as its escape, in sources and text outputs; a cell without one is left as
+    it was."""
+    matched = {code for code in range(sys.maxunicode + 1) if FORMAT_CHARACTERS.fullmatch(chr(code))}
+    assert {code for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cf"} <= matched
+    assert {unicodedata.category(chr(code)) for code in matched} <= {"Cf", "Cn"}  # Cn: not assigned in this Python
     tricked = nbformat.v4.new_code_cell("# \u202e tnemmoc \u2066\nx = 1", outputs=[
         nbformat.v4.new_output("stream", name="stdout", text="In \u202eevil\u202c text.\n"),
         nbformat.v4.new_output("execute_result", data={"text/plain": ["a\u200b", "b"]}, execution_count=1),

@@ -265,14 +265,14 @@ class LimitRenderedCells(NbGraderPreprocessor):
         return nb, resources
 
 
-#: Unicode's format characters (category ``Cf``, Unicode 14 as in Python 3.11 to 3.13; a test holds the list to
-#: the running Python's): invisible, and those that set the direction of text reorder what a browser draws around
-#: them. Round 58: ``In \u202eevil\u202c text.`` read as "In live text." in the formgrader, and a comment
+#: Unicode's format characters (category ``Cf``, Unicode 15 as in Python 3.12 and 3.13, which 3.11's Unicode 14
+#: lacks 13439 to 1343F of; a test holds the list to the running Python's): invisible, and those that set the
+#: direction of text reorder what a browser draws around them. Round 58: ``In \u202eevil\u202c text.`` read as "In live text." in the formgrader, and a comment
 #: ``# \u202e tnemmoc`` as "# comment" on the feedback page (the "Trojan Source" trick: code that reads
 #: otherwise than it runs).
 FORMAT_CHARACTERS = re.compile(
     "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
     "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 
