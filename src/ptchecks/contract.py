@@ -40,7 +40,8 @@ What :func:`call` observes (the keys of the output it sends):
   whether any random operation drew from it, even where the function put its state back;
 - ``after an interrupt`` (with ``interrupt=``): which modes, ``training`` flags, hooks and
   ``requires_grad`` flags stay changed when a module inside the call raises ``KeyboardInterrupt``,
-  and whether the interrupt reached the caller.
+  and then another ``BaseException`` (neither an ``Exception`` nor a ``KeyboardInterrupt``), and
+  whether each reached the caller.
 """
 
 from __future__ import annotations
@@ -1255,12 +1256,25 @@ class _Interrupt(KeyboardInterrupt):
     """Raised inside the call by :func:`call`'s ``interrupt=`` module."""
 
 
+class _Exit(BaseException):
+    """Raised inside the call too, after :class:`_Interrupt`: neither an ``Exception`` nor a ``KeyboardInterrupt``
+    (round 60: modes restored in ``except (Exception, KeyboardInterrupt)`` stayed changed after any other
+    ``BaseException``, such as ``SystemExit``; the texts promise them restored whatever the call raises)."""
+
+
 def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tuple[Any, ...],
                  kwargs: dict[str, Any], root: torch.nn.Module | None) -> dict[str, object]:
-    """Call ``function`` with ``module``'s forward raising KeyboardInterrupt: what stays changed."""
+    """Call ``function`` with ``module``'s forward raising KeyboardInterrupt, then another BaseException: what
+    stays changed after each."""
+    found = _interrupted_by(_Interrupt, module, function, args, kwargs, root)
+    other = _interrupted_by(_Exit, module, function, args, kwargs, root)
+    return {**found, **{f"{key} (another BaseException)": value for key, value in other.items()}}
 
+
+def _interrupted_by(kind: type[BaseException], module: torch.nn.Module, function: Callable[..., Any],
+                    args: tuple[Any, ...], kwargs: dict[str, Any], root: torch.nn.Module | None) -> dict[str, object]:
     def stop(*_: object) -> None:
-        raise _Interrupt
+        raise kind
 
     watched = root if root is not None else module
     before = (_modes(), [(n, _flag(m)) for n, m in _submodules(watched)],
@@ -1270,7 +1284,7 @@ def _interrupted(module: torch.nn.Module, function: Callable[..., Any], args: tu
     reached = False
     try:
         function(*args, **kwargs)
-    except _Interrupt:
+    except kind:
         reached = True
     finally:
         hooks_after = _hook_count(watched)
