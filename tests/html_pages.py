@@ -160,12 +160,14 @@ def oversized_images(html: str, largest: int) -> list[str]:
     return found
 
 
-def encoded_image(width: int, height: int, kind: str = "PNG") -> str:
-    """A blank image of that size in ``kind`` (PNG, JPEG, GIF), base64-encoded as a kernel sends it."""
+def encoded_image(width: int, height: int, kind: str = "PNG", frames: int = 1) -> str:
+    """A blank image of that size in ``kind`` (PNG, JPEG, GIF), of ``frames`` frames (animated when more than one:
+    APNG or GIF), base64-encoded as a kernel sends it."""
     from PIL import Image
 
     encoded = io.BytesIO()
-    Image.new("L", (width, height)).save(encoded, kind)
+    shades = [Image.new("L", (width, height), color=50 * index % 256) for index in range(frames)]
+    shades[0].save(encoded, kind, **({"save_all": True, "append_images": shades[1:]} if frames > 1 else {}))
     return base64.b64encode(encoded.getvalue()).decode()
 
 

@@ -59,6 +59,9 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
          ["CUDA matmul", "float32 matmul precision"]),
         (lambda t: torch.autograd.set_detect_anomaly(True) and t * 2, "modes changed", ["anomaly detection"]),
         (lambda t: setattr(torch.backends.cudnn, "benchmark", True) or t * 2, "modes changed", ["cuDNN"]),
+        # round 60: every later compile of an argument named x made dynamic
+        (lambda t: setattr(torch.compiler.config, "dynamic_sources", "L['x']") or t * 2, "modes changed",
+         ["torch.compiler.config"]),
     ],
 )
 def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, seen: object,
@@ -71,6 +74,7 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
         torch.set_float32_matmul_precision("highest")
         torch.autograd.set_detect_anomaly(False)
         torch.backends.cudnn.benchmark = False
+        torch.compiler.config.dynamic_sources = ""
     assert contract[key] == seen
 
 

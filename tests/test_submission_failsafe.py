@@ -223,6 +223,8 @@ def test_image_metadata_keeps_only_a_numeric_size() -> None:
     ("image/gif", html_pages.encoded_image(3, 3), False),  # a PNG said to be a GIF
     ("image/png", "iVBOR", False),  # no image at all
     ("image/png", ["not", "a string"], False),
+    ("image/png", html_pages.encoded_image(64, 64, frames=3), False),  # round 60: an APNG, redrawn while in view
+    ("image/gif", html_pages.encoded_image(64, 64, "GIF", frames=3), False),
 ])
 def test_an_image_is_kept_only_at_a_size_a_page_shows_by_its_own_header(mime: str, data: object, kept: bool) -> None:
     """A browser lays an image out at the size its file states: round 51's 2 kB PNG said 1 x 1,000,000 px, with no

@@ -1015,6 +1015,9 @@ _QUIET: dict[str, tuple[Callable[[], object], Callable[[Any], object]]] = {
     "autocast (other devices)": (lambda: tuple((torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
                                                for kind in _OTHER_AUTOCAST), _set_other_autocast),
     "torch.compile stance and backend": (_compiler_settings, _set_compiler_settings),
+    # round 60: dynamic_sources left set made every later compile of an argument named x dynamic
+    "torch.compiler.config": (lambda: tuple(sorted(torch.compiler.config.get_config_copy().items())),
+                              lambda found: [setattr(torch.compiler.config, key, value) for key, value in found]),
     "TorchScript fusion": (lambda: (torch.jit.onednn_fusion_enabled(), _fusion_strategy()),
                            lambda found: (torch.jit.enable_onednn_fusion(found[0]),
                                           torch._C._jit_set_fusion_strategy(found[1]))),
