@@ -22,9 +22,12 @@ from ptchecks import contract
 from ptchecks import domain as domains
 
 
-def contract_of(function: Callable[..., Any], *args: Any, monkeypatch: pytest.MonkeyPatch,
+def contract_of(function: Callable[..., Any], *args: Any, monkeypatch: pytest.MonkeyPatch, later_case: bool = False,
                 **kwargs: Any) -> dict[str, Any]:
-    """What ptchecks.call sends as the contract of ``function`` on these inputs."""
+    """What ptchecks.call sends as the contract of ``function`` on these inputs, as its first case (``later_case``:
+    as a case after others, which may not grow its state in its first call either)."""
+    if not later_case:
+        monkeypatch.setattr(contract, "_CALLED", set())
     sent: dict[str, Any] = {}
     monkeypatch.setattr(ptchecks, "emit", lambda name, value, **_: sent.__setitem__(name, value))
     ptchecks.call("f", function, *args, **kwargs)
@@ -1239,6 +1242,23 @@ def test_graphs_cache_statistics_classes_storage_around_a_slice_and_shared_memor
     assert contract_of(lambda r: r.clone(), row, monkeypatch=monkeypatch)["aliases"] == []
 
 
+@pytest.mark.parametrize("tensor", [torch.empty(0, 5, 3), torch.empty(4, 5, 0), torch.empty(4, 5, 3, device="meta")],
+                         ids=["no rows", "no features", "meta"])
+def test_a_view_of_a_storage_of_no_bytes_is_an_alias(tensor: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 62: ``hidden[:, 0]`` of an empty ``hidden`` covers no bytes, so comparing the bytes storages cover
+    found no alias; a new tensor of the same shape is none, and neither is a view of a second call's own result."""
+    assert contract_of(lambda t: t[:, 0], tensor, monkeypatch=monkeypatch)["aliases"] == [
+        "shares memory with argument 0"]
+    assert contract_of(lambda t: t[:, 0].clone(), tensor, monkeypatch=monkeypatch)["aliases"] == []
+    kept: list[torch.Tensor] = []
+
+    def hands_back(t: torch.Tensor) -> torch.Tensor:
+        kept.append(kept[0] if kept else t.sum(1))
+        return kept[-1][:]
+
+    assert contract_of(hands_back, tensor, monkeypatch=monkeypatch)["second call"] != "same result"
+
+
 class _Tally(int):
     """A count kept as an int subclass, whose value no field or referent shows."""
 
@@ -1282,3 +1302,27 @@ def test_dict_order_c_fields_number_subclasses_storage_and_bits_are_recorded(mon
     for function, given in ((new_memory, torch.ones(3)), (rewrites_bits, torch.tensor([-0.0, float("inf")])),
                             (rewrites_bits, torch.tensor([-0.0, 1.0]))):
         assert contract_of(function, given, monkeypatch=monkeypatch)["inputs changed"] == ["argument 0"], function
+
+
+def test_a_first_call_that_grows_the_state_in_a_later_case_is_state_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 62: a memo keyed by the inputs grows only the first time it meets them, which the calls of one case
+    never show. From a function's second case on, a first call that holds more than before it is state kept; a
+    constant built once and a generator seeded again at each call are not."""
+    memo: dict[int, torch.Tensor] = {}
+    constant: list[torch.Tensor] = []
+    shuffler = torch.Generator()
+
+    def memoised(n: int) -> torch.Tensor:
+        return memo.setdefault(n, torch.arange(n)).clone()
+
+    def built_once(n: int) -> torch.Tensor:
+        constant[:] = constant or [torch.arange(3)]
+        return torch.arange(n) + constant[0].sum()
+
+    def reseeded(n: int) -> torch.Tensor:
+        return torch.randperm(n, generator=shuffler.manual_seed(n))
+
+    for function in (memoised, built_once, reseeded):
+        kept = [contract_of(function, n, monkeypatch=monkeypatch, later_case=n > 4)["state kept by the function"]
+                for n in (4, 5, 6)]
+        assert kept == [False, function is memoised, function is memoised], (function.__name__, kept)

@@ -101,6 +101,35 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
         ({3: "class Row:\n    def __float__(self):\n        return 0.0\n"
              "def segment_sum(v, ids, n):\n    return v + torch.tensor([Row()] * n).sum()"},
          "__float__ (Python calls it once per item)"),
+        # round 62's: a special method missing from a list of them (any() tests each item through __len__), and a
+        # metaclass's __instancecheck__, once per class of isinstance's tuple: now every special method counts
+        ({3: "class Row:\n    def __len__(self):\n        return 0\n"
+             "def segment_sum(v, ids, n):\n    any([Row()] * n)\n    return v"}, "__len__ (Python calls it once per item)"),
+        ({3: "class Pick(type):\n    def __instancecheck__(cls, x):\n        return False\n"
+             "def segment_sum(v, ids, n):\n    isinstance(None, (Pick('P', (), {}),) * n)\n    return v"},
+         "__instancecheck__ (Python calls it once per item)"),
+        ({3: "class Row:\n    __len__ = pick\ndef pick(self):\n    return 0\n"
+             "def segment_sum(v, ids, n):\n    any([Row()] * n)\n    return v"}, "__len__ (Python calls it once per item)"),
+        ({3: "class Row:\n    pass\ndef segment_sum(v, ids, n):\n    Row.__len__ = lambda self: 0\n"
+             "    any([Row()] * n)\n    return v"}, "__len__ (Python calls it once per item)"),
+        # and a function of the student's handed to code that calls it once per item
+        ({3: "import collections, operator\ndef pick():\n    return 0\n"
+             "def segment_sum(v, ids, n):\n    rows = collections.defaultdict(pick)\n"
+             "    operator.itemgetter(*range(n))(rows)\n    return v"}, "pick handed to other code as a value"),
+        ({3: "import re\ndef segment_sum(v, ids, n):\n    re.sub('.', lambda m: '', 'x' * n)\n    return v"},
+         "a lambda handed to other code as a value"),
+        ({3: "def pick(self):\n    return 0\n"
+             "def segment_sum(v, ids, n):\n    Row = type('Row', (), {'__len__': pick})\n    any([Row()] * n)\n"
+             "    return v"}, "pick handed to other code as a value"),
+        ({3: "class Pick:\n    def __call__(self):\n        return 0\n"
+             "def segment_sum(v, ids, n):\n    import collections\n    p = Pick()\n"
+             "    collections.defaultdict(p)\n    return v"}, "p handed to other code as a value"),
+        ({3: "class Pick(torch.nn.Module):\n    def forward(self):\n        return 0\n"
+             "def segment_sum(v, ids, n):\n    import collections\n    collections.defaultdict(Pick())\n    return v"},
+         "an object of Pick handed to other code as a value"),
+        ({3: "class S:\n    def pick(self, r):\n        return r\n    def run(self, v):\n"
+             "        return torch.vmap(getattr(self, 'pick'), chunk_size=1)(v)\n"
+             "def segment_sum(v, ids, n):\n    return S().run(v)"}, "'pick' handed to other code as a value"),
     ],
 )
 def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(
@@ -130,6 +159,9 @@ def test_vectorised_code_and_loops_it_does_not_use_pass() -> None:
                       "    def __call__(self, v):\n        return v * self.k\n"
                       "def segment_sum(v, ids, n):\n    return Scale(1)(v)")  # a call of an object, no recursion
     assert python_loops({3: honest_objects}, "segment_sum") == []
+    helper = ("class Shape:\n    def __init__(self, v):\n        self.rows = v.shape[0]\n"
+              "def segment_sum(v, ids, n):\n    return v.new_zeros((Shape(v).rows, n)).index_add_(0, ids, v)")
+    assert python_loops({3: helper}, "segment_sum") == []  # an object used for its attribute is not handed over
     cells = {
         3: VECTORISED,
         # Exploration elsewhere in the notebook, a local named like it, a magic: none is the function's.

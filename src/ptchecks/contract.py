@@ -22,8 +22,11 @@ What :func:`call` observes (the keys of the output it sends):
   for a list or dict, its items; and, as outputs of their own (``<label>: arguments afterwards``, with one
   tensor of each dtype's values), what each argument it names holds after the last call (:func:`_settled`), so
   that how an argument changed is compared with the reference's too, not only whether;
-- ``aliases``: which arguments the result shares memory with, or *is* (a view, or the caller's
-  own list);
+- ``aliases``: which arguments the result shares memory with, or *is* (a view, even of a storage of no bytes, or
+  the caller's own list);
+- ``state kept by the function``: whether a later call changed what the function holds (its closure, defaults and
+  the globals it names, :class:`_Recorder`), or a first call grew it in any case after the function's first one
+  (a memo of results keyed by the inputs);
 - ``second call``: whether calling again on the same inputs gives the same result (up to the
   rounding of float sums, which the other thread count may reorder), and not an earlier call's object. The second
   call comes from an unusual caller: grad mode off (unless the part computes gradients),
@@ -1176,11 +1179,11 @@ def _handed_back(first: object, second: object, args: tuple[Any, ...], kwargs: d
     """Whether the second call's result is, or shares memory with, the first's (not through an input): a
     cached result, which a caller who changes the first in place changes in the second too."""
     arguments = {f"argument {i}": value for i, value in enumerate(args)} | kwargs
-    inputs = [_memory(leaf) for name, value in arguments.items() for _, leaf in _leaves(value, name)]
+    inputs = [leaf for name, value in arguments.items() for _, leaf in _leaves(value, name)]
     earlier = {id(leaf) for _, leaf in _leaves(first, "result") if isinstance(leaf, (list, dict, torch.Tensor))}
-    memory = [span for _, leaf in _leaves(first, "result") if (span := _memory(leaf))
-              and not any(_overlap(span, held) for held in inputs if held)]
-    return any(id(leaf) in earlier or any(_overlap(_memory(leaf), span) for span in memory)
+    kept = [leaf for _, leaf in _leaves(first, "result") if isinstance(leaf, torch.Tensor)
+            and not any(_shares_memory(leaf, held) for held in inputs)]
+    return any(id(leaf) in earlier or any(_shares_memory(leaf, held) for held in kept)
                for _, leaf in _leaves(second, "result") if isinstance(leaf, (list, dict, torch.Tensor)))
 
 
@@ -1194,10 +1197,17 @@ def _memory(value: object) -> tuple[int, int] | None:
 
 
 def _shares_memory(one: object, other: object) -> bool:
-    """Whether two tensors' storages cover some of the same bytes. Not whether their storages start at the same
-    address: a storage made from a slice of another (``row.untyped_storage()[8:]``) starts elsewhere and is the
-    same memory (round 25)."""
-    return _overlap(_memory(one), _memory(other))
+    """Whether two tensors' storages cover some of the same bytes, or are one storage. Not whether their storages
+    start at the same address: a storage made from a slice of another (``row.untyped_storage()[8:]``) starts
+    elsewhere and is the same memory (round 25). One storage even of no bytes: a view of an empty or a meta
+    tensor covers no bytes at all (round 62 returned ``hidden[:, 0]`` for an empty ``hidden``)."""
+    return _overlap(_memory(one), _memory(other)) or _storage(one) is not None and _storage(one) == _storage(other)
+
+
+def _storage(value: object) -> int | None:
+    """Which storage a tensor's is (its implementation's address, held while the tensor lives), None for
+    anything else."""
+    return value.untyped_storage()._cdata if isinstance(value, torch.Tensor) else None
 
 
 def _overlap(one: tuple[int, int] | None, other: tuple[int, int] | None) -> bool:
@@ -1303,6 +1313,18 @@ def _interrupted_by(kind: type[BaseException], module: torch.nn.Module, function
     }
 
 
+#: The functions :func:`call` met in this kernel, by their labels' first part (before the first ":"): from a
+#: function's second case on, its first call must not grow its state either.
+_CALLED: set[str] = set()
+
+
+def _kept_state(function: Callable[..., Any]) -> tuple[object, int]:
+    """The record of what ``function`` holds (:class:`_Recorder`), and how many values it followed: a memo that
+    gained an entry holds more, a generator seeded again does not."""
+    recorder = _Recorder()
+    return recorder.record(function), _RECORD_LIMIT - recorder.left
+
+
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
          interrupt: torch.nn.Module | None = None, interrupt_root: torch.nn.Module | None = None,
          rtol: float | None = None, atol: float | None = None, grad_needed: bool = False, key_order: bool = True,
@@ -1332,12 +1354,15 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     left_changed = _changed(_quiet_baseline(), found) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
     put_back_quiet_settings(found)
     records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
+    named = label.split(":")[0]
+    kept_before = _kept_state(function) if named in _CALLED else None
+    _CALLED.add(named)
     watcher = _GlobalDraws() if draws_watched else None
     with _watched(watcher):
         first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
-    kept_after = _Recorder().record(function)
+    kept_after, kept_size = _kept_state(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
         with _watched(watcher):
@@ -1366,9 +1391,11 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
                                              + _changed(records, after_third))),
         # What the later calls changed in the function's own state (its closure, defaults, the globals it names):
         # state that grows or moves at each call. What the first call alone sets (a constant built once, a
-        # generator seeded again at each call) is left free.
+        # generator seeded again at each call) is left free, unless it grows the state in a later case: a memo
+        # of results, keyed by inputs each case meets first (round 62), is state kept.
         "state kept by the function": not (_same(kept_after, kept_after_second)
-                                           and _same(kept_after_second, kept_after_third)),
+                                           and _same(kept_after_second, kept_after_third))
+                                      or kept_before is not None and kept_size > kept_before[1],
         "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
                                     + _changed(before_third, modes_third) + left_changed)),

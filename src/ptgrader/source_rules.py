@@ -12,8 +12,11 @@ class, under an ``if``). Any Python iteration there breaks the rule:
 - ``map``, ``filter``, ``reduce`` and ``itertools``' iterators, under any name (``from functools
   import reduce as fold``, ``fold = functools.reduce``), and a ``key=`` function (``sorted``, ``min``,
   ``max``, ``list.sort``), which runs once per item;
-- ``iter`` and ``next`` (``list(iter(step, None))`` is a loop), ``Counter``, and a class of the student's
-  that Python iterates over (``__iter__``, ``__next__``, ``__getitem__``);
+- ``iter`` and ``next`` (``list(iter(step, None))`` is a loop), ``Counter``, and any special method of the
+  student's but ``__init__``, ``__call__`` and the few others Python calls once per call (:data:`ONCE_PER_CALL`):
+  a built-in calls ``__iter__``, ``__len__``, ``__repr__`` or ``__eq__`` once per item of a container;
+- a function, lambda, class or callable object of the student's handed to other code as a value
+  (``defaultdict(pick)``, ``re.sub(pattern, pick, text)``), which may call it once per item;
 - ``.tolist()``, ``.item()`` and ``.numpy()``, which move values into Python, where work per element needs
   no torch call (the meta device, part of these parts' domains, has no values to move anyway);
 - recursion: a function that reaches itself through any chain of the student's functions or methods (the
@@ -53,19 +56,14 @@ ITERATING = frozenset({
     "islice", "takewhile", "dropwhile", "filterfalse", "zip_longest", "combinations", "permutations", "tee",
     "iter", "next", "Counter",
 })
-#: Methods Python calls once per item: when it iterates over an object of the class that defines them, and when a
-#: built-in works through a container of such objects (``repr([obj] * n)`` calls ``__repr__`` n times; so do ``==``
-#: of two lists, ``sorted``, ``sum``, ``any``, ``set`` and ``torch.tensor`` with their methods). Round 53 looped
-#: over a batch through ``repr`` of a list, with no loop, comprehension or ``map`` in the source.
-ITERATOR_METHODS = frozenset({
-    "__iter__", "__next__", "__getitem__", "__reversed__",
-    "__repr__", "__str__", "__format__", "__bool__", "__hash__", "__index__", "__int__", "__float__", "__complex__",
-    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__", "__rmatmul__",
-    "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
-    "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__neg__", "__pos__", "__abs__",
-    "__torch_function__", "__torch_dispatch__",
-})
+#: The only methods of the student's that Python calls once per call or per object made: every other special
+#: method (``__len__``, ``__repr__``, ``__eq__``, ``__instancecheck__`` ...) a built-in calls once per item when it
+#: works through a container of such objects (``repr([obj] * n)`` calls ``__repr__`` n times; ``any([obj] * n)``
+#: calls ``__len__``, ``isinstance(x, (C,) * n)`` a metaclass's ``__instancecheck__``). Rounds 53 and 62 looped
+#: over a batch that way, with no loop, comprehension or ``map`` in the source, through a list of such methods
+#: that lacked the next one; now any special method but these is iteration. These run per item only when their
+#: function, class or object is handed to other code, which :func:`_handed_over` finds.
+ONCE_PER_CALL = frozenset({"__init__", "__new__", "__post_init__", "__call__", "__enter__", "__exit__"})
 #: Tensor methods that move values into Python, where work per element needs no torch call at all.
 TO_PYTHON = frozenset({"tolist", "item", "numpy"})
 #: IPython's own calls for magics: their string arguments are code the cell runs.
@@ -147,8 +145,9 @@ def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
     return found
 
 
-def _iteration(node: ast.AST) -> Iterator[tuple[str, int]]:
-    """(what, line) of every Python iteration written in ``node`` itself."""
+def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+    """(what, line) of every Python iteration written in ``node`` itself; ``callables``: the names of the student's
+    functions, classes and their aliases, ``classes``: those of their classes that have ``__call__``."""
     for inner in ast.walk(node):
         line = getattr(inner, "lineno", getattr(node, "lineno", 0))
         if type(inner) in _LOOPS:
@@ -163,9 +162,86 @@ def _iteration(node: ast.AST) -> Iterator[tuple[str, int]]:
             yield "a key= function (it runs once per item)", line
         elif isinstance(inner, ast.Attribute) and inner.attr in TO_PYTHON:
             yield f".{inner.attr}() (it moves values into Python, to be worked on one by one)", line
-        elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name in ITERATOR_METHODS:
+        elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and _per_item(inner.name):
             yield f"{inner.name} (Python calls it once per item)", line
+        elif isinstance(inner, (ast.Assign, ast.AnnAssign)):  # ``__len__ = pick``, ``Row.__len__ = pick``
+            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+            for name in (_target_name(target) for target in targets):
+                if _per_item(name):
+                    yield f"{name} (Python calls it once per item)", line
     yield from _argument_calls(node)
+    yield from _handed_over(node, callables, classes)
+
+
+def _per_item(name: str | None) -> bool:
+    """Whether a method of this name is one Python may call once per item (:data:`ONCE_PER_CALL`)."""
+    return bool(name) and len(name) > 4 and name.startswith("__") and name.endswith("__") and name not in ONCE_PER_CALL
+
+
+def _target_name(target: ast.AST) -> str | None:
+    return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else None
+
+
+def _handed_over(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+    """(what, line) of every function, lambda, class or callable object of the student's that ``node`` passes to a
+    call as a value, not calling it: the callee may call it once per item (``defaultdict(pick)`` with
+    ``itemgetter(*keys)``, ``re.sub(pattern, pick, text)``, ``json.dumps(rows, default=pick)``, ``type(name, bases,
+    {"__len__": pick})``, ``vmap(pick, chunk_size=1)``), which no loop, comprehension or ``map`` shows (round 62).
+
+    ``callables``: the names of the student's functions, classes and aliases (a string naming one counts, for
+    ``getattr(self, "pick")``); ``classes``: those of their classes whose objects may be callable. A local bound to
+    a lambda or to such an object counts as well."""
+    made = {target.id for inner in ast.walk(node) if isinstance(inner, ast.Assign)
+            for value in _direct(inner.value) if _callable_value(value, callables, classes, direct=True)
+            for target in inner.targets if isinstance(target, ast.Name)}
+    for inner in ast.walk(node):
+        if not isinstance(inner, ast.Call):
+            continue
+        for argument in [*inner.args, *(keyword.value for keyword in inner.keywords)]:
+            called = {id(call.func) for call in ast.walk(argument) if isinstance(call, ast.Call)}
+            direct = {id(value) for value in _direct(argument)}
+            for value in ast.walk(argument):
+                if id(value) not in called and (what := _callable_value(value, callables | made, classes,
+                                                                        direct=id(value) in direct)):
+                    yield f"{what} handed to other code as a value (it may call it once per item)", inner.lineno
+
+
+def _direct(value: ast.AST) -> Iterator[ast.AST]:
+    """``value`` and what it holds as it is, not through a call or an attribute: the items of a literal
+    container, both branches of a conditional, the operands of ``and`` and ``or``, a starred item."""
+    yield value
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        children = value.elts
+    elif isinstance(value, ast.Dict):
+        children = value.values
+    elif isinstance(value, ast.IfExp):
+        children = [value.body, value.orelse]
+    elif isinstance(value, ast.BoolOp):
+        children = value.values
+    elif isinstance(value, (ast.Starred, ast.NamedExpr)):
+        children = [value.value]
+    else:
+        children = []
+    for child in children:
+        yield from _direct(child)
+
+
+def _callable_value(value: ast.AST, callables: set[str], classes: set[str], direct: bool) -> str | None:
+    """What of the student's ``value`` is, when it is something a receiver can call: a lambda; a function, class
+    or alias of theirs, by name, attribute or string; where it is passed as it is (``direct``), an object of one
+    of ``classes``."""
+    if isinstance(value, ast.Lambda):
+        return "a lambda"
+    if isinstance(value, ast.Name) and value.id in callables:
+        return value.id
+    if isinstance(value, ast.Attribute) and value.attr in callables:
+        return value.attr
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value in callables:
+        return repr(value.value)
+    if direct and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
+        return f"an object of {value.func.id}"
+    return None
+
 
 
 def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
@@ -263,9 +339,11 @@ def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
     return False
 
 
-def _reached(cells: dict[int, str], function: str) -> tuple[list[tuple[str, int, ast.AST]], dict[str, set[str]]] | None:
-    """(name, cell index, node) of ``function`` and of everything of the student's it uses, and who uses
-    whom; None when no definition of ``function`` can be read."""
+def _reached(cells: dict[int, str], function: str
+             ) -> tuple[list[tuple[str, int, ast.AST]], dict[str, set[str]], set[str]] | None:
+    """(name, cell index, node) of ``function`` and of everything of the student's it uses, who uses whom, and
+    the names of the student's functions, classes and their aliases; None when no definition of ``function`` can
+    be read."""
     definitions = _definitions(cells)
     if function not in definitions:
         return None
@@ -285,7 +363,15 @@ def _reached(cells: dict[int, str], function: str) -> tuple[list[tuple[str, int,
         reached.add(name)
         found += [(name, index, node) for index, node in definitions.get(name, ())]
         todo += sorted(uses[name] - reached)
-    return found, uses
+    return found, uses, callables
+
+
+def _objects_callable(node: ast.ClassDef) -> bool:
+    """Whether an object of this class may be callable: it defines ``__call__``, or has a base that may."""
+    own = {_target_name(target) for inner in node.body if isinstance(inner, (ast.Assign, ast.AnnAssign))
+           for target in (inner.targets if isinstance(inner, ast.Assign) else [inner.target])}
+    own |= {inner.name for inner in node.body if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return "__call__" in own or any(not (isinstance(base, ast.Name) and base.id == "object") for base in node.bases)
 
 
 def python_loops(cells: dict[int, str], function: str) -> list[str]:
@@ -296,10 +382,12 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
     reached = _reached(cells, function)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
-    nodes, uses = reached
+    nodes, uses, callables = reached
+    classes = {name for name, _, node in nodes if isinstance(node, ast.ClassDef) and _objects_callable(node)}
     found = []
     for name, index, node in nodes:
-        found += [f"{what} in {name} (notebook cell {index + 1}, line {line})" for what, line in _iteration(node)]
+        found += [f"{what} in {name} (notebook cell {index + 1}, line {line})"
+                  for what, line in _iteration(node, callables, classes)]
     for name in dict.fromkeys(name for name, _, _ in nodes):
         if _reaches_itself(name, uses):
             found.append(f"recursion: {name} calls itself, directly or through other functions")
