@@ -24,6 +24,7 @@ try:  # the grading service: in the repository's environment (`make setup`), not
     from ptgrader.metadata_check import CheckCellMetadata  # nbgrader's, its schema compiled once
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
     from ptgrader.safe_html import (
+        KeepGradingMetadata,
         LimitRenderedCells,
         ShowFormatCharacters,
         clean,
@@ -76,6 +77,7 @@ c.Autograde.autograde_preprocessors = [
     LimitOutput,
     LimitRenderedCells,
     ShowFormatCharacters,  # what the pages show is what ran: invisible and text-direction characters as escapes
+    KeepGradingMetadata,  # no tag, title or other metadata of the student's reaches the pages' markup
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,

@@ -197,6 +197,22 @@ def _strip_metadata(release, answers, wrong):  # noqa: ANN001, ANN202
     return nb
 
 
+def _metadata_for_the_page(release, answers, wrong):  # noqa: ANN001, ANN202
+    """Round 63: the first part wrong, its solution and test cells tagged ``hidden`` (Bootstrap hides them) and its
+    code removed from the page (``transient``), a fake score in a cell pinned over the page by its tags, and a
+    notebook title that claims full marks. The pages must show the failed part and draw no class of the student's."""
+    nb = lab_tools.build_submission(release, wrong)
+    solution = next(cell for cell in nb.cells if lab_tools.nbgrader_meta(cell).get("solution"))
+    test = nb.cells[_test_index(nb, 0)]
+    solution.metadata.update(tags=["y hidden"], transient={"remove_source": True})
+    test.metadata["tags"] = ["x hidden"]
+    banner = nbformat.v4.new_code_cell("print('Score: full marks, every test cell passed')",
+                                       metadata={"tags": ["b alert alert-success navbar-fixed-top"]})
+    nb.cells.insert(_test_index(nb, 0) + 1, banner)
+    nb.metadata["title"] = "Score: full marks"
+    return nb
+
+
 def _edit_bootstrap_and_tests(release, answers, wrong):  # noqa: ANN001, ANN202
     """Wrong answers; the locked bootstrap cell and every test cell rewritten to pass."""
     nb = lab_tools.build_submission(release, wrong)
@@ -802,6 +818,7 @@ def cases() -> list[HostileCase]:
         HostileCase("text_direction_overrides", _after_test(TEXT_DIRECTION), _all("full"), "", policy=True),
         HostileCase("deleted_test_cell", _delete_first_test, _all("full"), "", policy=True),
         HostileCase("stripped_metadata", _strip_metadata, _all("full"), "", policy=True),
+        HostileCase("metadata_for_the_page", _metadata_for_the_page, _all(0), "", policy=True),
         HostileCase("edited_locked_cells", _edit_bootstrap_and_tests, _all(0), "", policy=True),
     ]
     return found + _broken_submissions()

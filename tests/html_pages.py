@@ -140,6 +140,12 @@ def formgrader_pages(course: Path, lab: str, students: str, exclude: Collection[
     return pages
 
 
+def title(html: str) -> str:
+    """The page's title, as the browser's tab shows it ("" when it has none)."""
+    found = re.search(r"<title>(.*?)</title>", html, re.DOTALL)
+    return found.group(1).strip() if found else ""
+
+
 def typesetting(html: str) -> list[str]:
     """The scripts of a page that typeset TeX (MathJax): a student's TeX would run in the reader's browser."""
     return [part for part in active_parts(html) if "mathjax" in part.lower()]

@@ -33,7 +33,7 @@ from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
 from ptgrader.outputs import make_notebook_safe, make_safe
-from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters
+from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
 from tests import hostile, html_pages, jail_tools, lab_tools, run_profile
@@ -570,7 +570,7 @@ cell = "import torch\\nz = torch.utils.benchmark.utils.common.time\\n"
 stops = []
 for _ in range(2):
     try:
-        with cpu_budget(0.05):
+        with cpu_budget(0.005):  # far below the imports (0.05 s, the old budget, let a fast host finish them)
             stops.append([str(finding) for finding in scan_cell(cell, 0, {})])
     except ReadingTooLong:
         stops.append("stopped")
@@ -1333,6 +1333,24 @@ def test_student_output_keeps_no_active_format() -> None:
     assert make_safe(picture) == [] and set(picture.data) == {"image/png", "text/plain"}
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", outputs=[shown, only_active])])
     assert make_notebook_safe(nb) == 0
+
+
+def test_a_graded_notebook_keeps_only_the_metadata_grading_needs() -> None:
+    """Round 63: a cell's tags became classes of its <div> on the pages (``hidden`` hid a failed part and its
+    verdict, ``alert navbar-fixed-top`` pinned a fake score), ``transient.remove_source`` left a cheat's code off
+    them, and the notebook's title named the browser's tab. Only nbgrader's cell metadata and the kernel's stay."""
+    flags = {"grade": True, "grade_id": "test_part", "locked": True, "points": 2, "solution": False}
+    spec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    test = nbformat.v4.new_code_cell("check()", metadata={"nbgrader": flags, "tags": ["x hidden"]})
+    cheat = nbformat.v4.new_code_cell("print('Score: 12 / 12')", metadata={
+        "tags": ["b alert alert-success navbar-fixed-top"], "transient": {"remove_source": True},
+        "jupyter": {"source_hidden": True}, "alt": "<img src=x onerror=alert(1)>", "widgets": {}})
+    note = nbformat.v4.new_markdown_cell("hi", metadata={"tags": ["hidden"], "transient": {"remove_source": True}})
+    nb = nbformat.v4.new_notebook(cells=[test, cheat, note], metadata={
+        "title": "Score: 12 / 12", "widgets": {}, "kernelspec": spec, "language_info": {"name": "python"}})
+    keep_grading_metadata(nb)
+    assert [cell.metadata for cell in nb.cells] == [{"nbgrader": flags}, {}, {}]
+    assert nb.metadata == {"kernelspec": spec, "language_info": {"name": "python"}}
 
 
 def test_an_image_keeps_only_a_size_a_page_can_show() -> None:

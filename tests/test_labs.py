@@ -18,6 +18,7 @@ Grading runs in temporary course copies, never in labs/: see tests/lab_tools.py.
 
 from __future__ import annotations
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +27,7 @@ import nbformat
 import pytest
 
 from ptgrader.outputs import MAX_IMAGE_SIZE
-from ptgrader.safe_html import FORMAT_CHARACTERS
+from ptgrader.safe_html import CELL_METADATA_KEPT, FORMAT_CHARACTERS, NOTEBOOK_METADATA_KEPT
 from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools, run_profile
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
@@ -422,6 +423,32 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
     drawn = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
                    for student, page in by_student.items() if FORMAT_CHARACTERS.search(page))
     assert not drawn, f"pages that draw invisible or text-direction characters: {drawn[:3]}"
+    # Round 63: a cell's tags became classes of its <div> (``hidden`` hid a failed part and its verdict,
+    # ``navbar-fixed-top`` pinned a fake score over the page), and the notebook's title named the browser's tab
+    tagged = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
+                    for student, page in by_student.items() if "celltag_" in page)
+    assert not tagged, f"pages whose cells carry a submission's tags as classes: {tagged[:3]}"
+    titles = {kind: {html_pages.title(page) for student, page in by_student.items()
+                     if student.startswith(lab_tools.SOLUTION_STUDENT)} for kind, by_student in pages.items()}
+    retitled = sorted(f"{kind} page of {student}: {html_pages.title(page)!r}" for kind, by_student in pages.items()
+                      for student, page in by_student.items() if html_pages.title(page) not in titles[kind])
+    assert not retitled, f"pages titled otherwise than an honest submission's: {retitled[:3]}"
+
+
+@pytest.mark.parametrize("lab", LAB_NAMES)
+def test_graded_notebooks_keep_only_the_metadata_grading_needs(lab: str, graded: dict) -> None:
+    """The pages are drawn from the graded notebooks, and nbconvert's templates act on metadata (round 63: tags,
+    ``transient``, a title): every graded notebook of every submission keeps nbgrader's cell metadata and the
+    kernel's, nothing a student wrote."""
+    kept = []
+    for course in _outcome(graded, lab).courses:
+        for path in sorted((course / "autograded").glob(f"*/{lab}/*.ipynb")):
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            extra = {key for cell in nb["cells"] for key in cell.get("metadata", {})} - set(CELL_METADATA_KEPT)
+            extra |= set(nb["metadata"]) - set(NOTEBOOK_METADATA_KEPT)
+            if extra:
+                kept.append(f"{path.parent.parent.name}: {sorted(extra)}")
+    assert not kept, f"graded notebooks that keep a submission's metadata: {kept[:5]}"
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES[:1])

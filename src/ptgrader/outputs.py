@@ -112,6 +112,4 @@ def make_notebook_safe(nb: NotebookNode) -> int:
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             changed += bool(make_safe(output))
-        cell.get("metadata", {}).pop("widgets", None)
-    nb.metadata.pop("widgets", None)
     return changed

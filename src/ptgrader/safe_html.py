@@ -302,6 +302,34 @@ class ShowFormatCharacters(NbGraderPreprocessor):
         return nb, resources
 
 
+#: The only metadata a graded notebook keeps: nbgrader's on a cell (grading needs it, and it came back from the
+#: gradebook), a kernel's name and language on the notebook.
+CELL_METADATA_KEPT = ("nbgrader",)
+NOTEBOOK_METADATA_KEPT = ("kernelspec", "language_info")
+
+
+class KeepGradingMetadata(NbGraderPreprocessor):
+    """In the graded notebook that the pages are drawn from, only the metadata grading needs, for every submission
+    (graded, withheld or stopped): nbconvert's templates act on the rest.
+
+    A cell's ``tags`` become classes of its block (round 63: ``hidden`` hid a failed part and its verdict,
+    ``alert alert-success navbar-fixed-top`` pinned a fake "12 / 12" over the page), ``transient.remove_source``
+    leaves its code off the page, ``alt`` and ``raw_mimetype`` reach the markup, the notebook's ``title`` the
+    browser's tab, ``widgets`` a script's state. No key a student wrote is one the pages need; the submitted
+    notebook keeps them all."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        keep_grading_metadata(nb)
+        return nb, resources
+
+
+def keep_grading_metadata(nb: NotebookNode) -> None:
+    """Drop, in place, every metadata key but :data:`CELL_METADATA_KEPT` and :data:`NOTEBOOK_METADATA_KEPT`."""
+    for cell in nb.cells:
+        cell.metadata = NotebookNode({key: cell.metadata[key] for key in CELL_METADATA_KEPT if key in cell.metadata})
+    nb.metadata = NotebookNode({key: nb.metadata[key] for key in NOTEBOOK_METADATA_KEPT if key in nb.metadata})
+
+
 def _shown(value: object) -> object:
     """A text field of an output (a string, or a list of them) with its format characters shown."""
     if isinstance(value, str):
