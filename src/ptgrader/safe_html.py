@@ -326,8 +326,10 @@ class KeepGradingMetadata(NbGraderPreprocessor):
 def keep_grading_metadata(nb: NotebookNode) -> None:
     """Drop, in place, every metadata key but :data:`CELL_METADATA_KEPT` and :data:`NOTEBOOK_METADATA_KEPT`."""
     for cell in nb.cells:
-        cell.metadata = NotebookNode({key: cell.metadata[key] for key in CELL_METADATA_KEPT if key in cell.metadata})
-    nb.metadata = NotebookNode({key: nb.metadata[key] for key in NOTEBOOK_METADATA_KEPT if key in nb.metadata})
+        held = cell.get("metadata", {})
+        cell.metadata = NotebookNode({key: held[key] for key in CELL_METADATA_KEPT if key in held})
+    held = nb.get("metadata", {})
+    nb.metadata = NotebookNode({key: held[key] for key in NOTEBOOK_METADATA_KEPT if key in held})
 
 
 def _shown(value: object) -> object:

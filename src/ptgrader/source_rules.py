@@ -147,7 +147,7 @@ def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
 
 def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
     """(what, line) of every Python iteration written in ``node`` itself; ``callables``: the names of the student's
-    functions, classes and their aliases, ``classes``: those of their classes that have ``__call__``."""
+    functions, classes and their aliases, ``classes``: those of their classes whose objects may be callable."""
     for inner in ast.walk(node):
         line = getattr(inner, "lineno", getattr(node, "lineno", 0))
         if type(inner) in _LOOPS:
@@ -179,6 +179,7 @@ def _per_item(name: str | None) -> bool:
 
 
 def _target_name(target: ast.AST) -> str | None:
+    """The name an assignment target binds: ``x`` of ``x = ...``, ``__len__`` of ``Row.__len__ = ...``."""
     return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else None
 
 
@@ -241,7 +242,6 @@ def _callable_value(value: ast.AST, callables: set[str], classes: set[str], dire
     if direct and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
         return f"an object of {value.func.id}"
     return None
-
 
 
 def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
