@@ -177,6 +177,10 @@ except OSError as refused:
     report["memfd_create"] = errno.errorcode[refused.errno]
 report["shmget"] = outcome(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
 report["msgget"] = outcome(libc.msgget(0, 0o1600))
+# counters of the uid outside a user namespace (round 64: every inotify instance of the instructor's uid held)
+report["inotify_init1"] = outcome(libc.inotify_init1(0))
+report["fanotify_init"] = outcome(libc.syscall(NUMBERS["fanotify_init"], 0, 0))
+report["mq_open"] = outcome(libc.syscall(NUMBERS["mq_open"], b"ptgrader-test", 0o102, 0o600, None))  # O_CREAT|O_RDWR
 pair = socket.socketpair()
 default = pair[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
 try:
@@ -197,6 +201,7 @@ thread.start()
 thread.join()
 import resource
 report["priority limits"] = [resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE)]
+report["queue limits"] = [resource.getrlimit(resource.RLIMIT_SIGPENDING), resource.getrlimit(resource.RLIMIT_MSGQUEUE)]
 report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode,
                     families, len(socket.socketpair())]
 print(json.dumps(report))
@@ -217,12 +222,13 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     make a namespace, take back the cores its job did not give it, open a socket other than a local one
     (round 33: AF_VSOCK reaches the virtual machine's host; round 35: loopback TCP buffers come out of the
     machine's own pool), nor hold memory outside its address space (round 34: socket buffers; also memory
-    files and System V segments and queues); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    files and System V segments and queues), nor the counters Linux keeps for the uid outside its namespace
+    (round 64: inotify instances; fanotify, message queues, queued signals); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
-               for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt")}
+               for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -233,11 +239,13 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     assert report["honest"] == [256.0, True, 0, ["ok"] * 2, 2], report
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
+    assert report.pop("queue limits") == [[256, 256], [0, 0]]  # a sliver of the uid's queued signals, no queues
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
                       "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "SO_SNDBUF": "EPERM",
+                      "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}
     assert _key_count(outside_uid) == keys_before
@@ -256,7 +264,8 @@ def test_the_filter_blocks_what_the_instructors_page_promises() -> None:
 
     promised = {"keyctl", "add_key", "request_key", "unshare", "setns", "bpf", "userfaultfd", "perf_event_open",
                 "ptrace", "process_vm_readv", "process_vm_writev", "mount", "kexec_load", "kexec_file_load",
-                "init_module", "finit_module", "delete_module", "sched_setaffinity"}
+                "init_module", "finit_module", "delete_module", "sched_setaffinity", "inotify_init1", "inotify_add_watch",
+                "fanotify_init", "mq_open"}
     assert promised <= set(syscalls.BLOCKED)
     assert all(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) != -1 for name in syscalls.BLOCKED)
 

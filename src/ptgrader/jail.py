@@ -139,6 +139,8 @@ _LIMITS = {
     "core": resource.RLIMIT_CORE,
     "realtime_priority": resource.RLIMIT_RTPRIO,
     "nice_ceiling": resource.RLIMIT_NICE,
+    "pending_signals": resource.RLIMIT_SIGPENDING,
+    "message_queue_bytes": resource.RLIMIT_MSGQUEUE,
 }
 
 

@@ -197,7 +197,10 @@ def default_limits() -> dict[str, int]:
     plus ten times its resident size, and room for one thread stack and malloc arena per extra
     core; processes (threads count): ten times 15 plus one per core; files: 64 MiB each. No real-time
     priority and no raised priority, whatever the grader was allowed (a desktop's audio group may allow
-    real-time scheduling): a kernel in real-time would take its cores from everything else.
+    real-time scheduling): a kernel in real-time would take its cores from everything else. Queued signals and POSIX
+    timers: 256, and no message-queue bytes: Linux counts both for the uid outside a user namespace, a regular
+    user's own, against that user's limit (``ulimit -i``, in the tens of thousands), so a kernel may take only a
+    sliver of it.
     """
     cpus = os.cpu_count() or 2
     return {
@@ -208,6 +211,8 @@ def default_limits() -> dict[str, int]:
         "core": 0,
         "realtime_priority": 0,
         "nice_ceiling": 0,
+        "pending_signals": 256,
+        "message_queue_bytes": 0,
     }
 
 

@@ -45,6 +45,14 @@ filter is inherited across fork and exec, and no process can remove it):
   space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
   torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
   default buffers (``net.core.wmem_default``, about 200 KiB).
+- **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
+  namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
+  the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
+  no rlimit of the kernel's lowers. A regular user's kernels run in a namespace that user made, so round 64's
+  kernel held all 128 inotify instances of the instructor's uid for its run, and every other program of theirs
+  (an editor's or Jupyter's file watcher, ``tail -f``) failed to make one. No lab watches files or queues
+  messages. Queued signals and POSIX timers are charged the same way: the jail caps them with a small
+  ``RLIMIT_SIGPENDING`` (:func:`ptgrader.kernels.default_limits`).
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -72,6 +80,7 @@ BLOCKED = (
     "mount_setattr",
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
