@@ -98,8 +98,16 @@ def _own_generator(n: int) -> list[int]:
     return torch.randperm(n, generator=torch.Generator().manual_seed(n)).tolist()
 
 
+def _traced_under_inference_mode(n: int) -> list[int]:
+    """Round 65: torch.export under torch.inference_mode() traces a dropout over fake tensors, which draws nothing."""
+    with torch.inference_mode():
+        program = torch.export.export(torch.nn.Dropout(0.5).eval(), (torch.zeros(2, n),))
+    return [len(program.graph.nodes), int(torch.rand(n, device="meta").shape[0])]  # a meta tensor has no values
+
+
 @pytest.mark.parametrize(("function", "drew"), [(_seeded_and_put_back, True), (_global_by_name, True),
-                                                (_own_generator, False), (lambda n: list(range(n)), False)])
+                                                (_own_generator, False), (lambda n: list(range(n)), False),
+                                                (_traced_under_inference_mode, False)])
 def test_a_watched_call_sees_draws_from_the_global_generator_even_put_back(
         function: Callable[..., Any], drew: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     state = torch.get_rng_state()

@@ -1248,10 +1248,21 @@ class _GlobalDraws(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        if torch.Tag.nondeterministic_seeded in func.tags:
+        result = func(*args, **kwargs)
+        if torch.Tag.nondeterministic_seeded in func.tags and not _without_values(result):
             own = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Generator)]
             self.drawn = self.drawn or not own or any(_is_global(generator) for generator in own)
-        return func(*args, **kwargs)
+        return result
+
+
+def _without_values(result: object) -> bool:
+    """Whether an operation's results hold no values, so that nothing was drawn for them: fake tensors (a trace,
+    such as ``torch.export``'s under ``torch.inference_mode()``, round 65) or meta ones."""
+    from torch._subclasses.fake_tensor import is_fake
+    from torch.utils._pytree import tree_leaves
+
+    tensors = [leaf for leaf in tree_leaves(result) if isinstance(leaf, torch.Tensor)]
+    return bool(tensors) and all(tensor.is_meta or is_fake(tensor) for tensor in tensors)
 
 
 def _watched(watcher: _GlobalDraws | None) -> contextlib.AbstractContextManager[object]:
