@@ -251,6 +251,69 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     assert _key_count(outside_uid) == keys_before
 
 
+ADD_WATCHES_AND_PIPES = r"""
+import ctypes, errno, fcntl, json, os, select, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def add(epoll, fd, op=1):  # EPOLL_CTL_ADD; op's upper 32 bits are not read by Linux, nor by the filter
+    event = (ctypes.c_uint32 * 3)(1, 0, 0)
+    result = libc.syscall(NUMBER, epoll.fileno(), ctypes.c_long(op), fd, event)
+    return "ok" if result == 0 else errno.errorcode[ctypes.get_errno()]
+def fill(tries):  # a new epoll and new eventfds: every watch a new one
+    epoll, fds = select.epoll(), [os.eventfd(0) for _ in range(tries)]
+    return [add(epoll, fd, 2**32 + 1 if k % 2 else 1) for k, fd in enumerate(fds)], epoll, fds
+def pipe():
+    try:
+        return os.pipe()
+    except OSError as refused:
+        return errno.errorcode[refused.errno]
+outcomes, pipes = [], []
+for _ in range(2):  # each of two processes, forked, then the kernel itself: the budget is the whole tree's
+    mine, theirs = socket.socketpair()
+    if os.fork() == 0:
+        theirs.send(json.dumps([fill(40)[0], [pipe() for _ in range(4)]]).encode())
+        os._exit(0)
+    watches, made = json.loads(mine.recv(1 << 16))
+    outcomes += watches
+    pipes += made
+    os.wait()
+mine, epoll, fds = fill(40)
+outcomes += mine
+pipes += [pipe() for _ in range(4)]
+try:  # past the budget, a watch already added can still be changed and removed
+    epoll.modify(fds[0], select.EPOLLOUT)
+    epoll.unregister(fds[0])
+    changed = "ok"
+except OSError as refused:
+    changed = errno.errorcode[refused.errno]
+try:
+    fcntl.fcntl(pipes[0][1], 1031, 1 << 20)  # F_SETPIPE_SZ
+    enlarged = "ok"
+except OSError as refused:
+    enlarged = errno.errorcode[refused.errno]
+print(json.dumps({"watches": outcomes.count("ok"), "refused": outcomes.count("ENOSPC"), "changed": changed,
+                  "pipes": [pipe if isinstance(pipe, str) else "ok" for pipe in pipes], "enlarged": enlarged}))
+"""
+
+
+def test_a_kernels_epoll_watches_and_pipes_are_counted_and_refused_past_its_budget(tmp_path: Path) -> None:
+    """Round 65: a kernel (policy off, as a regular user) held every epoll watch of the instructor's uid, which
+    Linux counts for the whole machine, and their zmq programs stopped; pipes are counted so too. The keeper lets
+    the kernel's whole tree make its budget of each (:data:`ptgrader.jail.BUDGETS`; here 100 watches and 10
+    pipes), then answers as Linux does when the uid's allowance is spent, and says so in the log; other epoll
+    calls are not counted, and no pipe grows past its default size."""
+    import pyseccomp
+
+    code = f"NUMBER = {pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, 'epoll_ctl')}\n{ADD_WATCHES_AND_PIPES}"
+    _, path = _jail_spec(tmp_path, tmp_path, budgets={"epoll watches": 100, "pipes": 10})
+    result = _jailed(path, code)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(jail_tools.kernel_lines(result.stderr)[-1]) == {
+        "watches": 100, "refused": 20, "changed": "ok", "pipes": ["ok"] * 10 + ["EMFILE"] * 2, "enlarged": "EPERM"}
+    assert "[jail] the kernel made its 100 epoll watches; later ones are refused" in result.stderr
+    assert "[jail] the kernel made its 10 pipes; later ones are refused" in result.stderr
+    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 128}  # over 100 times an honest kernel's (jail.BUDGETS)
+
+
 def test_a_jail_without_its_filter_refuses_to_run_the_kernel(tmp_path: Path) -> None:
     _, path = _jail_spec(tmp_path, tmp_path, syscall_filter="")
     result = _jailed(path, "print('ran')")

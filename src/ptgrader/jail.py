@@ -22,7 +22,9 @@ but itself. :func:`run_jailed` is called in the process that will supervise the 
    and the kernel's environment (:func:`kernel_env`: an allow-list, never the grader's variables);
    last, loads the **seccomp filter** of :mod:`ptgrader.syscalls` (compiled by the system's
    libseccomp): no keyrings, no new namespaces, no ``ptrace``, ``bpf``, ``userfaultfd``,
-   ``perf_event_open``, mounts or kernel modules, for the kernel and everything it starts. With
+   ``perf_event_open``, mounts or kernel modules, for the kernel and everything it starts; the epoll
+   watches and pipes they make, which Linux charges to the uid for the whole machine, are counted by the
+   keeper, which answers those calls (:class:`CallCounter`). With
    ``add_key`` refused, nothing a kernel could leave in its uid's keyring outlives it, although that
    uid is reused by later runs (the dedicated uid of the next grader, or the instructor's own);
 4. runs the kernel: ``start()`` (``exec`` of ipykernel, or ipykernel in a process forked from
@@ -106,9 +108,27 @@ _KEPT_FLAGS = {
     os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME,
 }
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 47, 4
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1, 8, 1
+#: ioctls of a seccomp listener: _IOWR('!', 0, struct seccomp_notif) and _IOWR('!', 1, struct seccomp_notif_resp).
+NOTIF_RECV, NOTIF_SEND, NOTIF_BYTES = 0xC0502100, 0xC0182101, 80
 SOCK_FILTER_BYTES = 8  # one BPF instruction (struct sock_filter)
-_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126}, "aarch64": {"pivot_root": 41, "capset": 91}}
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293},
+             "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59}}
+#: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5).
+OLDEST_LINUX = (5, 5)
+#: What the keeper counts, by kind: the system calls that make one (the filter notifies the keeper of each, and the
+#: call waits for its answer), and the answer, Linux's own when the allowance is spent, once the kernel's tree has
+#: made its budget of them (:data:`BUDGETS`). Linux charges both to the kernel's uid on the host, against an
+#: allowance for the whole machine that no rlimit or control group lowers: the instructor's own uid when they grade
+#: without root, the run's dedicated uid as root (shared by every kernel of the run). epoll watches:
+#: ``fs.epoll.max_user_watches`` (a few hundred thousand on a machine with 2 GiB); round 65's kernel took all of it,
+#: and every other program of that uid that opened a zmq connection (Jupyter, the grader's next kernel) failed.
+#: Pipes: 16 pages each against ``fs.pipe-user-pages-soft`` (64 MiB), past which the uid's new pipes get one page.
+COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "pipe2"), errno.EMFILE)}
+#: A kernel's budget of each: over a hundred times what an honest lab's kernel makes in a run (each lab's solution
+#: graded on 2026-12-06: 31 to 33 epoll watches, 2 pipes), and with four kernels graded at once, a small share of
+#: the uid's allowance (16,384 watches; 512 pipes, 8,192 pages, half of the soft limit).
+BUDGETS = {"epoll watches": 4096, "pipes": 128}
 
 #: Inside the jail, under a name no host path uses (the host's folders keep their paths there).
 JAIL = "/ptgrader"
@@ -167,6 +187,7 @@ class JailSpec:
     hostname: str = "grading"
     cgroups: list[str] = field(default_factory=list)  # the kernel's control groups (ptgrader.cgroups), joined first
     syscall_filter: str = ""  # hex of the BPF program of ptgrader.syscalls; a spec without one is refused
+    budgets: dict[str, int] = field(default_factory=lambda: dict(BUDGETS))  # the keeper's counts (COUNTED)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -224,11 +245,13 @@ def _drop_capabilities() -> None:
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 
 
-def _load_filter(program: bytes) -> None:
-    """Load a seccomp BPF program on this process and everything it will start (needs ``no_new_privs``).
+def _load_filter(program: bytes) -> int:
+    """Load a seccomp BPF program on this process and everything it will start (needs ``no_new_privs``); return
+    the filter's listener, where Linux notifies the calls the program counts (:data:`COUNTED`).
 
     A jail without its filter would let a kernel fill its uid's keyring or make namespaces of its own,
-    so an empty or malformed program is refused, never skipped.
+    so an empty or malformed program is refused, never skipped. The listener must leave the kernel's process
+    before any of its code runs: whoever holds it answers the counted calls.
     """
     if not program or len(program) % SOCK_FILTER_BYTES:
         raise JailError("no system call filter in the jail's spec: a kernel never runs without one")
@@ -238,8 +261,9 @@ def _load_filter(program: bytes) -> None:
 
     instructions = ctypes.create_string_buffer(program, len(program))
     fprog = Program(len(program) // SOCK_FILTER_BYTES, ctypes.addressof(instructions))
-    _check(_libc.prctl(PR_SET_SECCOMP, ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), 0, 0),
-           "load the system call filter")
+    return _check(_syscall("seccomp", ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
+                           ctypes.c_uint(SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(fprog)),
+                  "load the system call filter")
 
 
 def kernel_filter() -> bytes:
@@ -302,6 +326,10 @@ def unsupported(*, userns: bool = False) -> str:
         return f"the jail knows the system calls of {', '.join(_SYSCALLS)}, not of {platform.machine()}"
     if not os.path.isdir("/proc/self/ns"):
         return "this Linux has no namespaces (/proc/self/ns is missing)"
+    release = tuple(int(part) for part in re.findall(r"\d+", platform.release())[:2])
+    if release < OLDEST_LINUX:
+        return (f"the jail counts a kernel's epoll watches and pipes through seccomp, which needs Linux"
+                f" {'.'.join(map(str, OLDEST_LINUX))} or later; this is {platform.release()}")
     if userns or os.geteuid() != 0:
         try:
             limit = int(open("/proc/sys/user/max_user_namespaces").read())
@@ -345,7 +373,7 @@ def probe(*, userns: bool = False) -> str:
             _unshare(flags)
             _mount(None, "/", None, MS_REC | MS_PRIVATE)
             _prctl(PR_SET_NO_NEW_PRIVS, 1)
-            _load_filter(program)
+            os.close(_load_filter(program))
             os.write(write, b"ok")
         except BaseException as problem:  # noqa: BLE001  (reported to the parent, which decides)
             os.write(write, str(problem).encode()[:500])
@@ -383,6 +411,7 @@ def run_jailed(spec: JailSpec, start: Callable[[], NoReturn]) -> int:
         _unshare(CLONE_NEWPID)
     relay_read, relay_write = os.pipe()  # the kernel's own stdout/stderr, passed on by the keeper
     life_read, life_write = os.pipe()  # closed when the keeper dies: the kernel then exits
+    to_keeper, from_kernel = socket.socketpair()  # the filter's listener, handed to the keeper
     pid_file = os.open(spec.pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600) if spec.pid_file else -1
     keeper = os.getpid()
     sys.stdout.flush()
@@ -392,19 +421,21 @@ def run_jailed(spec: JailSpec, start: Callable[[], NoReturn]) -> int:
         try:
             os.close(relay_read)
             os.close(life_write)
+            to_keeper.close()
             if pid_file >= 0:
                 os.close(pid_file)
-            _become_jailed(spec, relay_write, life_read)
+            _become_jailed(spec, relay_write, life_read, from_kernel)
             start()
         except BaseException:  # noqa: BLE001  (a kernel that cannot start must not run unjailed)
             os.write(2, f"ptgrader jail: the kernel could not be jailed:\n{traceback.format_exc()}".encode())
         os._exit(127)
     os.close(relay_write)
     os.close(life_read)
+    from_kernel.close()
     if pid_file >= 0:
         os.write(pid_file, f"{pid} {keeper}\n".encode())
         os.close(pid_file)
-    return _keep(pid, relay_read)
+    return _keep(pid, relay_read, to_keeper, spec.budgets)
 
 
 def escaped(text: str) -> str:
@@ -444,9 +475,9 @@ def _write_log(text: str) -> None:
         pass
 
 
-def _keep(pid: int, relay: int) -> int:
-    """Pass the kernel's log on (up to RELAY_BYTES), escaped and marked, signals too; wait for it; return its
-    exit code.
+def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) -> int:
+    """Pass the kernel's log on (up to RELAY_BYTES), escaped and marked, signals too; answer its filter's counted
+    calls (:class:`CallCounter`); wait for it; return its exit code.
 
     The log is what the kernel wrote to its file descriptors 1 and 2 (ipykernel copies every such write
     there), which a submission controls: written raw, an escape code could set the instructor's
@@ -465,36 +496,102 @@ def _keep(pid: int, relay: int) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, forward)
+    exited = os.pidfd_open(pid)  # readable when the kernel exits: no wait sleeps past it
+    poller = select.poll()
+    for fd in (relay, kernel.fileno(), exited):
+        poller.register(fd, select.POLLIN)
+    counter: CallCounter | None = None
     budget = RELAY_BYTES
     open_relay, at_line_start = True, True
     held, last_text = "", 0.0  # the start of a line the kernel has not ended, and when text last came
     while True:
-        if open_relay:
-            ready, _, _ = select.select([relay], [], [], 0.2)
-            chunk = os.read(relay, 1 << 16) if ready else b""
-            if ready and not chunk:
+        events = dict(poller.poll(200))
+        if open_relay and relay in events:
+            chunk = os.read(relay, 1 << 16)
+            if not chunk:
                 open_relay = False
-            elif chunk and budget > 0:
+                poller.unregister(relay)
+            elif budget > 0:
                 text, at_line_start = marked(chunk[:budget].decode("utf-8", "backslashreplace"), at_line_start)
                 cut = (held + text).rfind("\n") + 1
                 _write_log((held + text)[:cut])
                 held, last_text = (held + text)[cut:], time.monotonic()
                 budget -= len(chunk)
-            quiet = time.monotonic() - last_text > HELD_S
-            if held and (quiet or not open_relay or len(held) > HELD_CHARS):
-                _write_log(held + "\n")
-                held, at_line_start = "", True
-        done, status = os.waitpid(pid, os.WNOHANG if open_relay else 0)
+        quiet = time.monotonic() - last_text > HELD_S
+        if held and (quiet or not open_relay or len(held) > HELD_CHARS):
+            _write_log(held + "\n")
+            held, at_line_start = "", True
+        if kernel.fileno() in events:  # the listener, once, or the kernel's end of the socket closed
+            poller.unregister(kernel.fileno())
+            _, fds, _, _ = socket.recv_fds(kernel, 1, 1)
+            kernel.close()
+            if fds:
+                counter = CallCounter(fds[0], budgets)
+                poller.register(counter.listener, select.POLLIN)
+        if counter is not None and counter.listener in events:
+            if events[counter.listener] & select.POLLIN:
+                counter.answer()
+            else:  # no process left under the filter
+                poller.unregister(counter.listener)
+                counter.close()
+                counter = None
+        done, status = os.waitpid(pid, os.WNOHANG)
         if done:
+            os.close(exited)
+            if counter is not None:
+                counter.close()
             code = os.waitstatus_to_exitcode(status)
             return 128 - code if code < 0 else code
+
+
+class CallCounter:
+    """The keeper's side of the filter's listener: lets each kind of :data:`COUNTED` call through up to its budget,
+    and refuses the rest with the answer Linux gives when the uid's allowance is spent.
+
+    Why here: a filter cannot count, so it notifies each counted call of the kernel and of everything it starts,
+    and the call waits until the keeper answers, go on (the call then runs as it would have) or the refusal. Only
+    the call's number is read, never its memory, so the answer cannot be raced.
+    """
+
+    def __init__(self, listener: int, budgets: dict[str, int]) -> None:
+        numbers = _SYSCALLS[platform.machine()]
+        self.listener = listener
+        self.kinds = {numbers[call]: kind for kind, (calls, _) in COUNTED.items() for call in calls if call in numbers}
+        self.left = dict(budgets)
+        self.budgets = budgets
+
+    def answer(self) -> None:
+        """Answer the pending call (there is one: the listener polled readable)."""
+        request = bytearray(NOTIF_BYTES)
+        try:
+            fcntl.ioctl(self.listener, NOTIF_RECV, request)
+        except OSError:  # the caller was interrupted by a signal, or is gone: nothing to answer
+            return
+        ident, _, _, number = struct.unpack_from("QIIi", request)
+        kind = self.kinds.get(number, "")
+        if self.left.get(kind, 0) > 0:
+            self.left[kind] -= 1
+            response = struct.pack("QqiI", ident, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE)
+        else:
+            if self.left.get(kind) == 0:
+                self.left[kind] = -1  # said once
+                _write_log(f"[jail] the kernel made its {self.budgets[kind]} {kind}; later ones are refused\n")
+            response = struct.pack("QqiI", ident, 0, -COUNTED.get(kind, ((), errno.EPERM))[1], 0)
+        try:
+            fcntl.ioctl(self.listener, NOTIF_SEND, response)
+        except OSError:  # the caller went away meanwhile
+            pass
+
+    def close(self) -> None:
+        os.close(self.listener)
 
 
 # ---------------------------------------------------------------------------------------- the kernel
 
 
-def _become_jailed(spec: JailSpec, log: int, lifeline: int) -> None:
-    """In the kernel's process, PID 1 of its new namespace: build the jail, enter it, drop privileges."""
+def _become_jailed(spec: JailSpec, log: int, lifeline: int, keeper: socket.socket) -> None:
+    """In the kernel's process, PID 1 of its new namespace: build the jail, enter it, drop privileges; last, load
+    the system call filter and hand its listener to the keeper (through ``keeper``)."""
     os.setsid()
     for group in spec.cgroups:  # while still root: the kernel and all it starts stay in these groups
         with open(os.path.join(group, "cgroup.procs"), "w") as procs:
@@ -516,8 +613,9 @@ def _become_jailed(spec: JailSpec, log: int, lifeline: int) -> None:
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    os.closerange(3, lifeline)  # nothing of the host stays open (the lifeline is closed below)
-    os.closerange(lifeline + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    kept = sorted({lifeline, keeper.fileno()})  # nothing of the host stays open (both are closed below)
+    for low, high in zip([3, *(fd + 1 for fd in kept)], [*kept, resource.getrlimit(resource.RLIMIT_NOFILE)[0]]):
+        os.closerange(low, high)
 
     if not spec.userns:
         os.setgroups([])
@@ -536,7 +634,10 @@ def _become_jailed(spec: JailSpec, log: int, lifeline: int) -> None:
     os.chdir(WORK)
     os.environ.clear()
     os.environ.update(spec.env)
-    _load_filter(bytes.fromhex(spec.syscall_filter))  # last: from here on, every call passes the filter
+    listener = _load_filter(bytes.fromhex(spec.syscall_filter))  # last: from here on, every call passes the filter
+    socket.send_fds(keeper, [b"L"], [listener])
+    os.close(listener)
+    keeper.close()
 
 
 def _build_root(spec: JailSpec) -> None:

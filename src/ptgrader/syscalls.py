@@ -52,7 +52,13 @@ filter is inherited across fork and exec, and no process can remove it):
   kernel held all 128 inotify instances of the instructor's uid for its run, and every other program of theirs
   (an editor's or Jupyter's file watcher, ``tail -f``) failed to make one. No lab watches files or queues
   messages. Queued signals and POSIX timers are charged the same way: the jail caps them with a small
-  ``RLIMIT_SIGPENDING`` (:func:`ptgrader.kernels.default_limits`).
+  ``RLIMIT_SIGPENDING`` (:func:`ptgrader.kernels.default_limits`). epoll watches and pipes are charged to the uid
+  itself (``fs.epoll.max_user_watches``, ``fs.pipe-user-pages-soft``), and a kernel's own event loop needs a few
+  of each, so they are counted, not refused: each ``epoll_ctl(EPOLL_CTL_ADD)``, ``pipe`` and ``pipe2`` notifies
+  the kernel's keeper, which lets the kernel's budget through (:data:`ptgrader.jail.BUDGETS`) and answers as Linux
+  does past an allowance after that (round 65's kernel, with the code policy off, held every epoll watch of the
+  instructor's uid, and their zmq programs, Jupyter's included, stopped). A pipe keeps its default size:
+  ``fcntl(F_SETPIPE_SZ)`` answers ``EPERM``.
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -88,6 +94,8 @@ SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_NETLINK)
 #: ``setsockopt`` options (all of level SOL_SOCKET) that set a socket's buffer sizes; each answers EPERM.
 BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
+EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
+F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
@@ -118,6 +126,10 @@ def compile_filter() -> bytes:
     for flag in NAMESPACE_FLAGS:  # clone's first argument holds its flags on x86_64 and aarch64 alike
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
     rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(pyseccomp.NOTIFY, "epoll_ctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, EPOLL_CTL_ADD))
+    for call in ("pipe", "pipe2"):
+        rules.add_rule(pyseccomp.NOTIFY, call)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, F_SETPIPE_SZ))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
         for family in _refused_families():
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
