@@ -177,6 +177,9 @@ except OSError as refused:
     report["memfd_create"] = errno.errorcode[refused.errno]
 report["shmget"] = outcome(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
 report["msgget"] = outcome(libc.msgget(0, 0o1600))
+report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
+context = ctypes.c_ulong(0)
+report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
 # counters of the uid outside a user namespace (round 64: every inotify instance of the instructor's uid held)
 report["inotify_init1"] = outcome(libc.inotify_init1(0))
 report["fanotify_init"] = outcome(libc.syscall(NUMBERS["fanotify_init"], 0, 0))
@@ -223,12 +226,14 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     (round 33: AF_VSOCK reaches the virtual machine's host; round 35: loopback TCP buffers come out of the
     machine's own pool), nor hold memory outside its address space (round 34: socket buffers; also memory
     files and System V segments and queues), nor the counters Linux keeps for the uid outside its namespace
-    (round 64: inotify instances; fanotify, message queues, queued signals); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    (round 64: inotify instances; fanotify, message queues, queued signals), nor semaphore sets (round 66) and
+    the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
-               for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open")}
+               for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
+                            "io_setup")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -244,7 +249,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
-                      "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "SO_SNDBUF": "EPERM",
+                      "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
+                      "io_setup": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}
@@ -328,7 +334,7 @@ def test_the_filter_blocks_what_the_instructors_page_promises() -> None:
     promised = {"keyctl", "add_key", "request_key", "unshare", "setns", "bpf", "userfaultfd", "perf_event_open",
                 "ptrace", "process_vm_readv", "process_vm_writev", "mount", "kexec_load", "kexec_file_load",
                 "init_module", "finit_module", "delete_module", "sched_setaffinity", "inotify_init1", "inotify_add_watch",
-                "fanotify_init", "mq_open"}
+                "fanotify_init", "mq_open", "shmget", "msgget", "semget", "memfd_create", "io_setup"}
     assert promised <= set(syscalls.BLOCKED)
     assert all(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) != -1 for name in syscalls.BLOCKED)
 

@@ -36,15 +36,19 @@ filter is inherited across fork and exec, and no process can remove it):
   and no rlimit counts, and 430 of them put every TCP socket of the machine under memory pressure (UDP
   draws on such a pool too). An allowlist, not a list of families to refuse, so that a family this
   machine gains later is refused too.
-- **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``,
+- **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``, ``semget``,
   and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
   its pages after every mapping of it is gone, System V message queues hold up to 500 MB in the Linux
-  kernel's memory (32,000 queues of 16 KiB), and a socket queues up to its buffer size there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
+  kernel's memory (32,000 queues of 16 KiB) and semaphore sets about 2 MiB each (round 66: 1,800 sets held
+  3.6 GiB, with the kernel's own resident memory at 0.36 GiB), and a socket queues up to its buffer size there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
   (as root), the group counts it; where it cannot (a regular user), these were the way past every
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
   space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
   torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
   default buffers (``net.core.wmem_default``, about 200 KiB).
+- **allowances of the whole machine** (``io_setup``): native AIO contexts count against one limit for every
+  process of every user (``fs.aio-max-nr``, 65,536 events); round 66's kernel took all of it in one call, and for
+  the minute it ran no other program on the machine could start AIO. No lab uses native AIO.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -85,8 +89,9 @@ BLOCKED = (
     "mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
     "mount_setattr",
     "sched_setaffinity",
-    "memfd_create", "memfd_secret", "shmget", "msgget",
+    "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
+    "io_setup",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
