@@ -15,6 +15,7 @@ filter, and a whole grading run by a regular user.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import os
 import secrets
 import shlex
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from ptgrader import jail, syscalls
+from ptgrader import cgroups, jail, syscalls
 from ptgrader.kernels import GraderTemp
 from ptgrader.warm import WarmKernels
 from tests import hostile, jail_tools, lab_tools, run_profile
@@ -177,6 +178,13 @@ except OSError as refused:
     report["memfd_create"] = errno.errorcode[refused.errno]
 report["shmget"] = outcome(libc.shmget(0, 1 << 20, 0o1600))  # IPC_PRIVATE, IPC_CREAT | 0600
 report["msgget"] = outcome(libc.msgget(0, 0o1600))
+try:
+    os.mkfifo("/tmp/fifo")  # a pipe that pipe() and pipe2() did not make
+    report["mkfifo"] = "ok"
+except OSError as refused:
+    report["mkfifo"] = errno.errorcode[refused.errno]
+with open("/tmp/leased", "w") as leased:
+    report["F_SETLEASE"] = outcome(libc.fcntl(leased.fileno(), 1024, 0))  # F_RDLCK
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
 context = ctypes.c_ulong(0)
 report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
@@ -227,7 +235,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     machine's own pool), nor hold memory outside its address space (round 34: socket buffers; also memory
     files and System V segments and queues), nor the counters Linux keeps for the uid outside its namespace
     (round 64: inotify instances; fanotify, message queues, queued signals), nor semaphore sets (round 66) and
-    the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call), FIFOs past its count of pipes, or
+    a lease (round 66); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
@@ -250,7 +259,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
                       "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
-                      "io_setup": "EPERM", "SO_SNDBUF": "EPERM",
+                      "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}
@@ -320,6 +329,45 @@ def test_a_kernels_epoll_watches_and_pipes_are_counted_and_refused_past_its_budg
     assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 128}  # over 100 times an honest kernel's (jail.BUDGETS)
 
 
+FILL_IN_FLIGHT = r"""
+import errno, os, resource, socket, time
+keep, _ = socket.socketpair()  # never received: every descriptor sent stays in flight, counted for the uid
+sent = 0
+try:
+    while True:
+        socket.send_fds(keep, [b"x"], [0] * 200)
+        sent += 200
+except OSError as refused:
+    print("in flight", sent, errno.errorcode[refused.errno], resource.getrlimit(resource.RLIMIT_NOFILE)[0], flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_kernel_starts_while_another_holds_its_uids_descriptors_in_flight(tmp_path: Path) -> None:
+    """Round 66: Linux refuses a sender descriptors over a local socket once its uid has more in flight than the
+    sender's open-file limit, and a kernel filled that count for its uid (the instructor's, as a regular user):
+    the next kernel, another job's, could not hand its system call listener to its keeper, and never started.
+    A kernel's open-file limit is now 512 (it fills the count to at most 512 + 253), and the keeper copies the
+    listener with pidfd_getfd: a second kernel of the same uid starts while the first holds the count full."""
+    spec, path = _jail_spec(tmp_path, tmp_path)
+    second = tmp_path / "second"
+    (second / "root").mkdir(parents=True)
+    (second / "spec.json").write_text(replace(spec, root=str(second / "root"), cgroups=[]).to_json())  # same uid
+    command = [sys.executable, "-I", "-S", jail.__file__, str(path), "--", sys.executable, "-c", FILL_IN_FLIGHT]
+    holder = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        line = holder.stderr.readline()
+        assert "in flight" in line, line + holder.stderr.read()
+        sent, refusal, limit = line.split()[-3:]
+        assert (refusal, limit) == ("ETOOMANYREFS", "512") and int(sent) <= 512 + 253, line
+        result = _jailed(second / "spec.json", "print('started')")
+        assert result.returncode == 0 and "started" in result.stderr, result.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+        assert cgroups.remove(spec.cgroups)
+
+
 def test_a_jail_without_its_filter_refuses_to_run_the_kernel(tmp_path: Path) -> None:
     _, path = _jail_spec(tmp_path, tmp_path, syscall_filter="")
     result = _jailed(path, "print('ran')")
@@ -334,7 +382,8 @@ def test_the_filter_blocks_what_the_instructors_page_promises() -> None:
     promised = {"keyctl", "add_key", "request_key", "unshare", "setns", "bpf", "userfaultfd", "perf_event_open",
                 "ptrace", "process_vm_readv", "process_vm_writev", "mount", "kexec_load", "kexec_file_load",
                 "init_module", "finit_module", "delete_module", "sched_setaffinity", "inotify_init1", "inotify_add_watch",
-                "fanotify_init", "mq_open", "shmget", "msgget", "semget", "memfd_create", "io_setup"}
+                "fanotify_init", "mq_open", "shmget", "msgget", "semget", "memfd_create", "io_setup", "mknod",
+                "mknodat"}
     assert promised <= set(syscalls.BLOCKED)
     assert all(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) != -1 for name in syscalls.BLOCKED)
 

@@ -109,13 +109,15 @@ _KEPT_FLAGS = {
 }
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 38, 47, 4
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1, 8, 1
+PIDFD_GETFD = 438  # the same number on every architecture (Linux 5.6)
 #: ioctls of a seccomp listener: _IOWR('!', 0, struct seccomp_notif) and _IOWR('!', 1, struct seccomp_notif_resp).
 NOTIF_RECV, NOTIF_SEND, NOTIF_BYTES = 0xC0502100, 0xC0182101, 80
 SOCK_FILTER_BYTES = 8  # one BPF instruction (struct sock_filter)
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293},
              "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59}}
-#: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5).
-OLDEST_LINUX = (5, 5)
+#: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5), and
+#: that lets the keeper copy the kernel's listener (``pidfd_getfd``, 5.6).
+OLDEST_LINUX = (5, 6)
 #: What the keeper counts, by kind: the system calls that make one (the filter notifies the keeper of each, and the
 #: call waits for its answer), and the answer, Linux's own when the allowance is spent, once the kernel's tree has
 #: made its budget of them (:data:`BUDGETS`). Linux charges both to the kernel's uid on the host, against an
@@ -411,7 +413,7 @@ def run_jailed(spec: JailSpec, start: Callable[[], NoReturn]) -> int:
         _unshare(CLONE_NEWPID)
     relay_read, relay_write = os.pipe()  # the kernel's own stdout/stderr, passed on by the keeper
     life_read, life_write = os.pipe()  # closed when the keeper dies: the kernel then exits
-    to_keeper, from_kernel = socket.socketpair()  # the filter's listener, handed to the keeper
+    to_keeper, from_kernel = socket.socketpair()  # the filter listener's number, for the keeper to copy
     pid_file = os.open(spec.pid_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600) if spec.pid_file else -1
     keeper = os.getpid()
     sys.stdout.flush()
@@ -521,12 +523,11 @@ def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) 
         if held and (quiet or not open_relay or len(held) > HELD_CHARS):
             _write_log(held + "\n")
             held, at_line_start = "", True
-        if kernel.fileno() in events:  # the listener, once, or the kernel's end of the socket closed
+        if kernel.fileno() in events:  # the listener's number, once, or the kernel's end of the socket closed
             poller.unregister(kernel.fileno())
-            _, fds, _, _ = socket.recv_fds(kernel, 1, 1)
+            counter = _take_listener(kernel, exited, budgets)
             kernel.close()
-            if fds:
-                counter = CallCounter(fds[0], budgets)
+            if counter is not None:
                 poller.register(counter.listener, select.POLLIN)
         if counter is not None and counter.listener in events:
             if events[counter.listener] & select.POLLIN:
@@ -542,6 +543,27 @@ def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) 
                 counter.close()
             code = os.waitstatus_to_exitcode(status)
             return 128 - code if code < 0 else code
+
+
+def _take_listener(kernel: socket.socket, pidfd: int, budgets: dict[str, int]) -> CallCounter | None:
+    """Copy the kernel's filter listener, whose number it sent on ``kernel``, into the keeper (``pidfd_getfd``).
+
+    Why not pass it over the socket (``SCM_RIGHTS``): Linux counts the descriptors in flight per uid and refuses a
+    sender once its uid has more than the sender's open-file limit in flight, and a kernel can fill that count
+    for its uid, the instructor's own as a regular user (round 66: a kernel held 1,250 in flight, and the next
+    kernel of another job could not hand its listener over, nor start). A keeper that cannot take the listener
+    kills the kernel: a kernel whose counted calls nobody answers gets ``ENOSYS`` for each, and must not run.
+    """
+    number = kernel.recv(4)
+    if len(number) != 4:
+        return None  # the kernel could not be jailed: it says why on its log, and exits
+    copied = _libc.syscall(ctypes.c_long(PIDFD_GETFD), pidfd, *struct.unpack("i", number), 0)
+    if copied < 0:
+        _write_log(f"[jail] the keeper could not take the kernel's listener: {os.strerror(ctypes.get_errno())}\n")
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return None
+    kernel.sendall(b"k")
+    return CallCounter(copied, budgets)
 
 
 class CallCounter:
@@ -591,7 +613,7 @@ class CallCounter:
 
 def _become_jailed(spec: JailSpec, log: int, lifeline: int, keeper: socket.socket) -> None:
     """In the kernel's process, PID 1 of its new namespace: build the jail, enter it, drop privileges; last, load
-    the system call filter and hand its listener to the keeper (through ``keeper``)."""
+    the system call filter and let the keeper copy its listener (its number goes through ``keeper``)."""
     os.setsid()
     for group in spec.cgroups:  # while still root: the kernel and all it starts stay in these groups
         with open(os.path.join(group, "cgroup.procs"), "w") as procs:
@@ -635,7 +657,9 @@ def _become_jailed(spec: JailSpec, log: int, lifeline: int, keeper: socket.socke
     os.environ.clear()
     os.environ.update(spec.env)
     listener = _load_filter(bytes.fromhex(spec.syscall_filter))  # last: from here on, every call passes the filter
-    socket.send_fds(keeper, [b"L"], [listener])
+    keeper.sendall(struct.pack("i", listener))  # the keeper copies it (pidfd_getfd), then says so
+    if keeper.recv(1) != b"k":
+        raise JailError("the keeper did not take the system call filter's listener")
     os.close(listener)
     keeper.close()
 

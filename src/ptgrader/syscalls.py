@@ -62,7 +62,11 @@ filter is inherited across fork and exec, and no process can remove it):
   the kernel's keeper, which lets the kernel's budget through (:data:`ptgrader.jail.BUDGETS`) and answers as Linux
   does past an allowance after that (round 65's kernel, with the code policy off, held every epoll watch of the
   instructor's uid, and their zmq programs, Jupyter's included, stopped). A pipe keeps its default size:
-  ``fcntl(F_SETPIPE_SZ)`` answers ``EPERM``.
+  ``fcntl(F_SETPIPE_SZ)`` answers ``EPERM``; and no pipe is made past the count, as a FIFO (``mknod``, ``mknodat``:
+  round 66 opened 1,600 FIFOs). Descriptors in flight over a local socket are counted per uid too, against the
+  sender's open-file limit: a kernel's is half the usual 1,024 (:func:`ptgrader.kernels.default_limits`). Leases
+  (``fcntl(F_SETLEASE)``) answer ``EPERM``: as a regular user's kernel, a lease on one of their files, bound
+  read-only in the jail, would make their own programs wait up to 45 s to write it.
 
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
@@ -91,7 +95,7 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
-    "io_setup",
+    "io_setup", "mknod", "mknodat",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
@@ -101,6 +105,7 @@ BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDB
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
+F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
@@ -134,7 +139,8 @@ def compile_filter() -> bytes:
     rules.add_rule(pyseccomp.NOTIFY, "epoll_ctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, EPOLL_CTL_ADD))
     for call in ("pipe", "pipe2"):
         rules.add_rule(pyseccomp.NOTIFY, call)
-    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, F_SETPIPE_SZ))
+    for command in (F_SETPIPE_SZ, F_SETLEASE):
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
         for family in _refused_families():
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
