@@ -193,6 +193,13 @@ report["inotify_init1"] = outcome(libc.inotify_init1(0))
 report["fanotify_init"] = outcome(libc.syscall(NUMBERS["fanotify_init"], 0, 0))
 report["mq_open"] = outcome(libc.syscall(NUMBERS["mq_open"], b"ptgrader-test", 0o102, 0o600, None))  # O_CREAT|O_RDWR
 pair = socket.socketpair()
+program = (ctypes.c_uint64 * 1)(0x6 | (0xFFFF << 32))  # one instruction: ret 0xffff (accept)
+fprog = ctypes.c_uint64 * 2
+fprog = fprog(1, ctypes.addressof(program))  # struct sock_fprog: length, then the instructions' address
+for option, name in ((26, "SO_ATTACH_FILTER"), (51, "SO_ATTACH_REUSEPORT_CBPF")):
+    report[name] = outcome(libc.setsockopt(pair[0].fileno(), 1, option, ctypes.byref(fprog), 16))
+report["PR_SET_SECCOMP"] = outcome(libc.prctl(22, 2, ctypes.byref(fprog), 0, 0))
+report["seccomp"] = outcome(libc.syscall(NUMBERS["seccomp"], 1, 0, ctypes.byref(fprog)))
 default = pair[0].getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
 try:
     pair[0].setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
@@ -236,13 +243,13 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     files and System V segments and queues), nor the counters Linux keeps for the uid outside its namespace
     (round 64: inotify instances; fanotify, message queues, queued signals), nor semaphore sets (round 66) and
     the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call), FIFOs past its count of pipes, or
-    a lease (round 66); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    a lease (round 66), nor spend the machine's allowance of BPF code (round 67: socket filters); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
-                            "io_setup")}
+                            "io_setup", "seccomp")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -259,7 +266,9 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",
                       "socket 2**32 + AF_VSOCK": "EAFNOSUPPORT", "socket 2**32 + AF_UNIX": "EAFNOSUPPORT",
                       "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
-                      "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM", "SO_SNDBUF": "EPERM",
+                      "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM",
+                      "SO_ATTACH_FILTER": "EPERM", "SO_ATTACH_REUSEPORT_CBPF": "EPERM", "PR_SET_SECCOMP": "EPERM",
+                      "seccomp": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

@@ -46,9 +46,14 @@ filter is inherited across fork and exec, and no process can remove it):
   space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
   torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
   default buffers (``net.core.wmem_default``, about 200 KiB).
-- **allowances of the whole machine** (``io_setup``): native AIO contexts count against one limit for every
-  process of every user (``fs.aio-max-nr``, 65,536 events); round 66's kernel took all of it in one call, and for
-  the minute it ran no other program on the machine could start AIO. No lab uses native AIO.
+- **allowances of the whole machine** (``io_setup``; ``seccomp``, ``prctl(PR_SET_SECCOMP)`` and ``setsockopt`` of
+  a socket filter): native AIO contexts count against one limit for every process of every user
+  (``fs.aio-max-nr``, 65,536 events); round 66's kernel took all of it in one call, and for the minute it ran no
+  other program on the machine could start AIO. Every BPF program, a socket's classic filter and a seccomp filter
+  included, is compiled into one allowance of code for the whole machine (``net.core.bpf_jit_limit``), and where
+  the JIT is always on, a filter that finds it spent cannot load: round 67's kernel attached 50 KiB filters to
+  9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
+  included. No lab uses native AIO, filters sockets or loads a filter of its own.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -95,13 +100,16 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
-    "io_setup", "mknod", "mknodat",
+    "io_setup", "mknod", "mknodat", "seccomp",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
 SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_NETLINK)
-#: ``setsockopt`` options (all of level SOL_SOCKET) that set a socket's buffer sizes; each answers EPERM.
+#: ``setsockopt`` options (all of level SOL_SOCKET) that answer EPERM: those that set a socket's buffer sizes, and
+#: those that attach a BPF program to it (compiled into the machine's one allowance for BPF code, see the docstring).
 BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
+FILTER_OPTIONS = (26, 50, 51, 52)  # SO_ATTACH_FILTER, SO_ATTACH_BPF, SO_ATTACH_REUSEPORT_CBPF and _EBPF
+PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is refused outright)
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
@@ -146,7 +154,8 @@ def compile_filter() -> bytes:
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
         rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call,
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
-    for option in BUFFER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, PR_SET_SECCOMP))
+    for option in BUFFER_OPTIONS + FILTER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
         # their low 32 bits are compared (Linux ignores the rest, and a filter that compared all 64 would not)
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setsockopt",
                        pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, socket.SOL_SOCKET),
