@@ -185,6 +185,7 @@ except OSError as refused:
     report["mkfifo"] = errno.errorcode[refused.errno]
 with open("/tmp/leased", "w") as leased:
     report["F_SETLEASE"] = outcome(libc.fcntl(leased.fileno(), 1024, 0))  # F_RDLCK
+report["sync"] = outcome(libc.syscall(NUMBERS["sync"]))  # every file system of the machine written back
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
 context = ctypes.c_ulong(0)
 report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
@@ -249,7 +250,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
-                            "io_setup", "seccomp")}
+                            "io_setup", "seccomp", "sync")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -268,7 +269,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
                       "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM",
                       "SO_ATTACH_FILTER": "EPERM", "SO_ATTACH_REUSEPORT_CBPF": "EPERM", "PR_SET_SECCOMP": "EPERM",
-                      "seccomp": "EPERM", "SO_SNDBUF": "EPERM",
+                      "seccomp": "EPERM", "sync": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

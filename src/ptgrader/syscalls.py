@@ -53,7 +53,9 @@ filter is inherited across fork and exec, and no process can remove it):
   included, is compiled into one allowance of code for the whole machine (``net.core.bpf_jit_limit``), and where
   the JIT is always on, a filter that finds it spent cannot load: round 67's kernel attached 50 KiB filters to
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
-  included. No lab uses native AIO, filters sockets or loads a filter of its own.
+  included. No lab uses native AIO, filters sockets or loads a filter of its own. ``sync`` writes back every
+  file system of the machine, not the kernel's own tmpfs: called in a loop, it would stall every other program's
+  writes to disk (``fsync`` and ``syncfs``, which reach only the kernel's own files, stay).
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -100,7 +102,7 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
-    "io_setup", "mknod", "mknodat", "seccomp",
+    "io_setup", "mknod", "mknodat", "seccomp", "sync",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
