@@ -315,28 +315,40 @@ try:
     enlarged = "ok"
 except OSError as refused:
     enlarged = errno.errorcode[refused.errno]
+locks = []
+with open("/tmp/locked", "w") as locked:
+    for offset in range(0, 24, 2):  # a lock of one byte each, every other byte: each a lock of its own
+        try:
+            fcntl.lockf(locked, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+            locks.append("ok")
+        except OSError as refused:
+            locks.append(errno.errorcode[refused.errno])
 print(json.dumps({"watches": outcomes.count("ok"), "refused": outcomes.count("ENOSPC"), "changed": changed,
-                  "pipes": [pipe if isinstance(pipe, str) else "ok" for pipe in pipes], "enlarged": enlarged}))
+                  "pipes": [pipe if isinstance(pipe, str) else "ok" for pipe in pipes], "enlarged": enlarged,
+                  "locks": locks}))
 """
 
 
-def test_a_kernels_epoll_watches_and_pipes_are_counted_and_refused_past_its_budget(tmp_path: Path) -> None:
+def test_a_kernels_epoll_watches_pipes_and_locks_are_counted_and_refused_past_its_budget(tmp_path: Path) -> None:
     """Round 65: a kernel (policy off, as a regular user) held every epoll watch of the instructor's uid, which
     Linux counts for the whole machine, and their zmq programs stopped; pipes are counted so too. The keeper lets
     the kernel's whole tree make its budget of each (:data:`ptgrader.jail.BUDGETS`; here 100 watches and 10
     pipes), then answers as Linux does when the uid's allowance is spent, and says so in the log; other epoll
-    calls are not counted, and no pipe grows past its default size."""
+    calls are not counted, and no pipe grows past its default size. Round 68: record locks (fcntl), kernel memory
+    that no rlimit counts (2.1 GiB in 40 s), are counted so too."""
     import pyseccomp
 
     code = f"NUMBER = {pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, 'epoll_ctl')}\n{ADD_WATCHES_AND_PIPES}"
-    _, path = _jail_spec(tmp_path, tmp_path, budgets={"epoll watches": 100, "pipes": 10})
+    _, path = _jail_spec(tmp_path, tmp_path, budgets={"epoll watches": 100, "pipes": 10, "record locks": 8})
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
     assert json.loads(jail_tools.kernel_lines(result.stderr)[-1]) == {
-        "watches": 100, "refused": 20, "changed": "ok", "pipes": ["ok"] * 10 + ["EMFILE"] * 2, "enlarged": "EPERM"}
+        "watches": 100, "refused": 20, "changed": "ok", "pipes": ["ok"] * 10 + ["EMFILE"] * 2, "enlarged": "EPERM",
+        "locks": ["ok"] * 8 + ["ENOLCK"] * 4}
     assert "[jail] the kernel made its 100 epoll watches; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 10 pipes; later ones are refused" in result.stderr
-    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64}  # many times an honest kernel's (jail.BUDGETS)
+    assert "[jail] the kernel made its 8 record locks; later ones are refused" in result.stderr
+    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096}  # many times an honest kernel's
 
 
 FILL_IN_FLIGHT = r"""

@@ -113,8 +113,9 @@ PIDFD_GETFD = 438  # the same number on every architecture (Linux 5.6)
 #: ioctls of a seccomp listener: _IOWR('!', 0, struct seccomp_notif) and _IOWR('!', 1, struct seccomp_notif_resp).
 NOTIF_RECV, NOTIF_SEND, NOTIF_BYTES = 0xC0502100, 0xC0182101, 80
 SOCK_FILTER_BYTES = 8  # one BPF instruction (struct sock_filter)
-_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293},
-             "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59}}
+_SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293,
+                        "fcntl": 72},
+             "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59, "fcntl": 25}}
 #: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5), and
 #: that lets the keeper copy the kernel's listener (``pidfd_getfd``, 5.6).
 OLDEST_LINUX = (5, 6)
@@ -126,12 +127,18 @@ OLDEST_LINUX = (5, 6)
 #: ``fs.epoll.max_user_watches`` (a few hundred thousand on a machine with 2 GiB); round 65's kernel took all of it,
 #: and every other program of that uid that opened a zmq connection (Jupyter, the grader's next kernel) failed.
 #: Pipes: 16 pages each against ``fs.pipe-user-pages-soft`` (64 MiB), past which the uid's new pipes get one page.
-COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "pipe2"), errno.EMFILE)}
+#: Record locks (``fcntl`` with ``F_SETLK``, ``F_SETLKW`` or their OFD forms; the filter notifies only those):
+#: each is kernel memory that no rlimit counts (Linux does not enforce ``RLIMIT_LOCKS``), and round 68's kernel held
+#: 2.1 GiB of them, one byte of a file each, in 40 s; past the budget the answer is ``ENOLCK``, Linux's own when it
+#: has no lock left.
+COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "pipe2"), errno.EMFILE),
+           "record locks": (("fcntl",), errno.ENOLCK)}
 #: A kernel's budget of each: many times what an honest lab's kernel makes in a run (each lab's solution
-#: graded on 2026-12-06: 31 to 33 epoll watches, 2 pipes), and with four kernels graded at once, a share of the
+#: graded on 2026-12-06: 31 to 33 epoll watches, 2 pipes, up to 73 record locks, lab 05's, as torch.compile caches
+#: its code; a lock call sets at most two of them, about 200 bytes each), and with four kernels graded at once, a share of the
 #: uid's allowance: 16,384 watches; 256 pipes, 4,096 pages, and beside them the one pipe Linux keeps for each thread
 #: that calls ``sendfile`` or ``splice`` (round 67: 170 threads, 2,720 pages a kernel), 14,976 of the 16,384 pages.
-BUDGETS = {"epoll watches": 4096, "pipes": 64}
+BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096}
 
 #: Inside the jail, under a name no host path uses (the host's folders keep their paths there).
 JAIL = "/ptgrader"

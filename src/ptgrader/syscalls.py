@@ -116,6 +116,7 @@ PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
 F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
+RECORD_LOCKS = (6, 7, 37, 38)  # fcntl's commands that set a record lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
 NAMESPACE_FLAGS = (jail.CLONE_NEWNS, jail.CLONE_NEWCGROUP, jail.CLONE_NEWUTS, jail.CLONE_NEWIPC, jail.CLONE_NEWUSER,
@@ -149,6 +150,8 @@ def compile_filter() -> bytes:
     rules.add_rule(pyseccomp.NOTIFY, "epoll_ctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, EPOLL_CTL_ADD))
     for call in ("pipe", "pipe2"):
         rules.add_rule(pyseccomp.NOTIFY, call)
+    for command in RECORD_LOCKS:
+        rules.add_rule(pyseccomp.NOTIFY, "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for command in (F_SETPIPE_SZ, F_SETLEASE):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
