@@ -580,7 +580,9 @@ class CallCounter:
 
     Why here: a filter cannot count, so it notifies each counted call of the kernel and of everything it starts,
     and the call waits until the keeper answers, go on (the call then runs as it would have) or the refusal. Only
-    the call's number is read, never its memory, so the answer cannot be raced.
+    the call's number is read, never its memory, so the answer cannot be raced. A kernel that keeps calling past
+    its budget costs the keeper about what each call costs the kernel, a round trip, and the submission's time
+    limit bounds both.
     """
 
     def __init__(self, listener: int, budgets: dict[str, int]) -> None:
