@@ -137,7 +137,7 @@ def test_the_kernels_environment_is_an_allow_list() -> None:
 #: Run in a jailed process after a line that defines NUMBERS (system call numbers) and CLONE_NEWUSER: each
 #: call either succeeds ("ok") or names its errno.
 TRY_SYSCALLS = r"""
-import ctypes, errno, json, os, socket, subprocess, threading
+import ctypes, errno, json, os, socket, subprocess, sys, threading
 import torch
 libc = ctypes.CDLL(None, use_errno=True)
 def outcome(result):
@@ -186,6 +186,13 @@ except OSError as refused:
 with open("/tmp/leased", "w") as leased:
     report["F_SETLEASE"] = outcome(libc.fcntl(leased.fileno(), 1024, 0))  # F_RDLCK
 report["sync"] = outcome(libc.syscall(NUMBERS["sync"]))  # every file system of the machine written back
+host = os.open("/usr", os.O_RDONLY)  # a read-only bind of the host's file system: the host's disk underneath
+report["syncfs"] = outcome(libc.syncfs(host))
+report["F_NOTIFY"] = outcome(libc.fcntl(host, 1026, 0x80000001))  # DN_ACCESS | DN_MULTISHOT
+python = os.open(sys.executable, os.O_RDONLY)
+advised = libc.posix_fadvise(python, 0, 0, 4)  # POSIX_FADV_DONTNEED; returns the error number itself
+report["posix_fadvise"] = "ok" if advised == 0 else errno.errorcode[advised]
+report["sync_file_range"] = outcome(libc.sync_file_range(python, 0, 0, 2))  # SYNC_FILE_RANGE_WRITE
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
 context = ctypes.c_ulong(0)
 report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
@@ -244,7 +251,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     files and System V segments and queues), nor the counters Linux keeps for the uid outside its namespace
     (round 64: inotify instances; fanotify, message queues, queued signals), nor semaphore sets (round 66) and
     the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call), FIFOs past its count of pipes, or
-    a lease (round 66), nor spend the machine's allowance of BPF code (round 67: socket filters); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    a lease (round 66), nor spend the machine's allowance of BPF code (round 67: socket filters), nor write back
+    or evict the host's files through the folders bound read-only (round 69: syncfs of /usr); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
@@ -269,7 +277,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "memfd_create": "EPERM", "shmget": "EPERM", "msgget": "EPERM", "semget": "EPERM",
                       "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM",
                       "SO_ATTACH_FILTER": "EPERM", "SO_ATTACH_REUSEPORT_CBPF": "EPERM", "PR_SET_SECCOMP": "EPERM",
-                      "seccomp": "EPERM", "sync": "EPERM", "SO_SNDBUF": "EPERM",
+                      "seccomp": "EPERM", "sync": "EPERM", "syncfs": "EPERM", "F_NOTIFY": "EPERM",
+                      "posix_fadvise": "EPERM", "sync_file_range": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

@@ -54,8 +54,12 @@ filter is inherited across fork and exec, and no process can remove it):
   the JIT is always on, a filter that finds it spent cannot load: round 67's kernel attached 50 KiB filters to
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
   included. No lab uses native AIO, filters sockets or loads a filter of its own. ``sync`` writes back every
-  file system of the machine, not the kernel's own tmpfs: called in a loop, it would stall every other program's
-  writes to disk (``fsync`` and ``syncfs``, which reach only the kernel's own files, stay).
+  file system of the machine, and ``syncfs`` the whole file system a descriptor is on: the host's disk, for a
+  file of the folders bound read-only in the jail (a read-only bind is a read-only view of a writable file
+  system; round 69 flushed 206 MB of other programs' data with one ``syncfs`` of ``/usr``). ``sync_file_range``
+  and ``posix_fadvise`` (``fadvise64``) act on the host's page cache for such a file (``POSIX_FADV_DONTNEED``
+  evicts what other programs share), and ``fcntl(F_NOTIFY)`` watches a host folder. ``fsync`` stays: on a file
+  no one changed it returns at once, and torch's checkpoints call it.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -102,7 +106,7 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
-    "io_setup", "mknod", "mknodat", "seccomp", "sync",
+    "io_setup", "mknod", "mknodat", "seccomp", "sync", "syncfs", "sync_file_range", "fadvise64",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
@@ -116,6 +120,7 @@ PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
 F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
+F_NOTIFY = 1026  # fcntl's command that watches a folder (dnotify)
 RECORD_LOCKS = (6, 7, 37, 38)  # fcntl's commands that set a record lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
@@ -152,7 +157,7 @@ def compile_filter() -> bytes:
         rules.add_rule(pyseccomp.NOTIFY, call)
     for command in RECORD_LOCKS:
         rules.add_rule(pyseccomp.NOTIFY, "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
-    for command in (F_SETPIPE_SZ, F_SETLEASE):
+    for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
         for family in _refused_families():
