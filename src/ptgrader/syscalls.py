@@ -40,7 +40,8 @@ filter is inherited across fork and exec, and no process can remove it):
   and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
   its pages after every mapping of it is gone, System V message queues hold up to 500 MB in the Linux
   kernel's memory (32,000 queues of 16 KiB) and semaphore sets about 2 MiB each (round 66: 1,800 sets held
-  3.6 GiB, with the kernel's own resident memory at 0.36 GiB), and a socket queues up to its buffer size there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
+  3.6 GiB, with the kernel's own resident memory at 0.36 GiB), and a socket queues up to its buffer size
+  there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
   (as root), the group counts it; where it cannot (a regular user), these were the way past every
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
   space). A kernel's files live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
@@ -53,13 +54,14 @@ filter is inherited across fork and exec, and no process can remove it):
   included, is compiled into one allowance of code for the whole machine (``net.core.bpf_jit_limit``), and where
   the JIT is always on, a filter that finds it spent cannot load: round 67's kernel attached 50 KiB filters to
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
-  included. No lab uses native AIO, filters sockets or loads a filter of its own. ``sync`` writes back every
-  file system of the machine, and ``syncfs`` the whole file system a descriptor is on: the host's disk, for a
-  file of the folders bound read-only in the jail (a read-only bind is a read-only view of a writable file
-  system; round 69 flushed 206 MB of other programs' data with one ``syncfs`` of ``/usr``). ``sync_file_range``
-  and ``posix_fadvise`` (``fadvise64``) act on the host's page cache for such a file (``POSIX_FADV_DONTNEED``
-  evicts what other programs share), and ``fcntl(F_NOTIFY)`` watches a host folder. ``fsync`` stays: on a file
-  no one changed it returns at once, and torch's checkpoints call it.
+  included. No lab uses native AIO, filters sockets or loads a filter of its own.
+- **the host's disk and page cache** (``sync``, ``syncfs``, ``sync_file_range``, ``fadvise64``,
+  ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
+  system a descriptor is on, the host's disk for a file of the folders bound read-only in the jail (a read-only
+  bind is a read-only view of a writable file system; round 69 flushed 206 MB of other programs' data with one
+  ``syncfs`` of ``/usr``). ``sync_file_range`` and ``posix_fadvise`` act on the host's page cache for such a file
+  (``POSIX_FADV_DONTNEED`` evicts what other programs share), and ``F_NOTIFY`` watches a host folder. ``fsync``
+  stays: on a file no one changed it returns at once, and torch's checkpoints call it.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -72,7 +74,8 @@ filter is inherited across fork and exec, and no process can remove it):
   of each, so they are counted, not refused: each ``epoll_ctl(EPOLL_CTL_ADD)``, ``pipe`` and ``pipe2`` notifies
   the kernel's keeper, which lets the kernel's budget through (:data:`ptgrader.jail.BUDGETS`) and answers as Linux
   does past an allowance after that (round 65's kernel, with the code policy off, held every epoll watch of the
-  instructor's uid, and their zmq programs, Jupyter's included, stopped). A pipe keeps its default size:
+  instructor's uid, and their zmq programs, Jupyter's included, stopped). Record locks (``fcntl``'s ``F_SETLK``
+  family), memory no rlimit counts, are counted the same way (round 68: 2.1 GiB of them in 40 s). A pipe keeps its default size:
   ``fcntl(F_SETPIPE_SZ)`` answers ``EPERM``; and no pipe is made past the count, as a FIFO (``mknod``, ``mknodat``:
   round 66 opened 1,600 FIFOs). Descriptors in flight over a local socket are counted per uid too, against the
   sender's open-file limit: a kernel's is half the usual 1,024 (:func:`ptgrader.kernels.default_limits`). Leases
