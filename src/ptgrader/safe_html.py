@@ -277,10 +277,18 @@ FORMAT_CHARACTERS = re.compile(
 )
 
 
+#: Control characters (categories Cc) a page has no use for: every C0 one but tab, newline and carriage return,
+#: DEL, the C1 ones, and an escape that does not start a CSI sequence (``\x1b[``, which nbconvert turns into
+#: colours or drops). Round 70: an exception message's ``\x1b]0;pwned\x07`` (an OSC sequence, a terminal's
+#: window title) reached the feedback page raw: inert in a browser, live in a terminal that prints the file.
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]|\x1b(?!\\[)")
+
+
 def with_format_characters_shown(text: str) -> str:
-    """``text`` with each of :data:`FORMAT_CHARACTERS` written as its escape (``\\u202e``), as the grader's log
-    writes them."""
-    return FORMAT_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], text)
+    """``text`` with each of :data:`FORMAT_CHARACTERS` and :data:`CONTROL_CHARACTERS` written as its escape
+    (``\\u202e``, ``\\x1b``), as the grader's log writes them."""
+    shown = FORMAT_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], text)
+    return CONTROL_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], shown)
 
 
 class ShowFormatCharacters(NbGraderPreprocessor):
