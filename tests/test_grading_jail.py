@@ -286,7 +286,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
 
 
 ADD_WATCHES_AND_PIPES = r"""
-import ctypes, errno, fcntl, json, os, select, socket
+import ctypes, errno, fcntl, json, mmap, os, select, socket
 libc = ctypes.CDLL(None, use_errno=True)
 def add(epoll, fd, op=1):  # EPOLL_CTL_ADD; op's upper 32 bits are not read by Linux, nor by the filter
     event = (ctypes.c_uint32 * 3)(1, 0, 0)
@@ -324,6 +324,14 @@ try:
     enlarged = "ok"
 except OSError as refused:
     enlarged = errno.errorcode[refused.errno]
+mapped = []  # each a file of the machine's table kept open with no descriptor; private ones are not counted
+for _ in range(400):
+    try:
+        mapped.append(mmap.mmap(-1, 4096))  # MAP_SHARED | MAP_ANONYMOUS
+    except OSError as refused:
+        mappings_refused = errno.errorcode[refused.errno]
+        break
+private = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)
 locks = []
 with open("/tmp/locked", "w") as locked:
     for offset in range(0, 24, 2):  # a lock of one byte each, every other byte: each a lock of its own
@@ -334,7 +342,8 @@ with open("/tmp/locked", "w") as locked:
             locks.append(errno.errorcode[refused.errno])
 print(json.dumps({"watches": outcomes.count("ok"), "refused": outcomes.count("ENOSPC"), "changed": changed,
                   "pipes": [pipe if isinstance(pipe, str) else "ok" for pipe in pipes], "enlarged": enlarged,
-                  "locks": locks}))
+                  "locks": locks, "mapped": 150 < len(mapped) < 300, "mappings refused": mappings_refused,
+                  "private": len(private)}))
 """
 
 
@@ -344,20 +353,23 @@ def test_a_kernels_epoll_watches_pipes_and_locks_are_counted_and_refused_past_it
     the kernel's whole tree make its budget of each (:data:`ptgrader.jail.BUDGETS`; here 100 watches and 10
     pipes), then answers as Linux does when the uid's allowance is spent, and says so in the log; other epoll
     calls are not counted, and no pipe grows past its default size. Round 68: record locks (fcntl), kernel memory
-    that no rlimit counts (2.1 GiB in 40 s), are counted so too."""
+    that no rlimit counts (2.1 GiB in 40 s), are counted so too; round 70: shared mappings, each an open file
+    of the machine's table kept alive with no descriptor."""
     import pyseccomp
 
     code = f"NUMBER = {pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, 'epoll_ctl')}\n{ADD_WATCHES_AND_PIPES}"
-    _, path = _jail_spec(tmp_path, tmp_path, budgets={"epoll watches": 100, "pipes": 10, "record locks": 8})
+    budgets = {"epoll watches": 100, "pipes": 10, "record locks": 8, "shared mappings": 300}  # Python's start maps some
+    _, path = _jail_spec(tmp_path, tmp_path, budgets=budgets)
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
     assert json.loads(jail_tools.kernel_lines(result.stderr)[-1]) == {
         "watches": 100, "refused": 20, "changed": "ok", "pipes": ["ok"] * 10 + ["EMFILE"] * 2, "enlarged": "EPERM",
-        "locks": ["ok"] * 8 + ["ENOLCK"] * 4}
+        "locks": ["ok"] * 8 + ["ENOLCK"] * 4, "mapped": True, "mappings refused": "ENOMEM", "private": 4096}
     assert "[jail] the kernel made its 100 epoll watches; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 10 pipes; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 8 record locks; later ones are refused" in result.stderr
-    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096}  # many times an honest kernel's
+    assert "[jail] the kernel made its 300 shared mappings; later ones are refused" in result.stderr
+    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096}
 
 
 FILL_IN_FLIGHT = r"""

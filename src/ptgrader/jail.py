@@ -114,8 +114,9 @@ PIDFD_GETFD = 438  # the same number on every architecture (Linux 5.6)
 NOTIF_RECV, NOTIF_SEND, NOTIF_BYTES = 0xC0502100, 0xC0182101, 80
 SOCK_FILTER_BYTES = 8  # one BPF instruction (struct sock_filter)
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293,
-                        "fcntl": 72},
-             "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59, "fcntl": 25}}
+                        "fcntl": 72, "mmap": 9},
+             "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59, "fcntl": 25,
+                         "mmap": 222}}
 #: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5), and
 #: that lets the keeper copy the kernel's listener (``pidfd_getfd``, 5.6).
 OLDEST_LINUX = (5, 6)
@@ -131,14 +132,20 @@ OLDEST_LINUX = (5, 6)
 #: each is kernel memory that no rlimit counts (Linux does not enforce ``RLIMIT_LOCKS``), and round 68's kernel held
 #: 2.1 GiB of them, one byte of a file each, in 40 s; past the budget the answer is ``ENOLCK``, Linux's own when it
 #: has no lock left.
+#: Shared mappings (``mmap`` of a file, or anonymous and shared; the filter notifies only those): each keeps an open
+#: file of the machine's one table (``fs.file-max``) alive with no descriptor left, and round 70's kernel made 240,000
+#: in under a second; at 170 processes of 65,530 mappings each it could fill the table, and then no program on the
+#: machine without ``CAP_SYS_ADMIN`` could open a file. Past the budget the answer is ``ENOMEM``, Linux's own when a
+#: process has too many mappings.
 COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "pipe2"), errno.EMFILE),
-           "record locks": (("fcntl",), errno.ENOLCK)}
+           "record locks": (("fcntl",), errno.ENOLCK), "shared mappings": (("mmap",), errno.ENOMEM)}
 #: A kernel's budget of each: many times what an honest lab's kernel makes in a run (each lab's solution
 #: graded on 2026-12-06: 31 to 33 epoll watches, 2 pipes, up to 73 record locks, lab 05's, as torch.compile caches
-#: its code; a lock call sets at most two of them, about 200 bytes each), and with four kernels graded at once, a share of the
+#: its code, a lock call setting at most two of them, about 200 bytes each; 13 to 32 shared mappings, the libraries
+#: it loads past the warm server's), and with four kernels graded at once, a share of the
 #: uid's allowance: 16,384 watches; 256 pipes, 4,096 pages, and beside them the one pipe Linux keeps for each thread
 #: that calls ``sendfile`` or ``splice`` (round 67: 170 threads, 2,720 pages a kernel), 14,976 of the 16,384 pages.
-BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096}
+BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096}
 
 #: Inside the jail, under a name no host path uses (the host's folders keep their paths there).
 JAIL = "/ptgrader"
