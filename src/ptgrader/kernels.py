@@ -304,6 +304,7 @@ class Isolation:
             limits=dict(self.limits),
             size_bytes=self.scratch_bytes,
             devices=list(self.devices),
+            budgets=jail.budgets_for(accelerators=bool(self.devices)),
             connection_file=str(folder / "connection.json"),
             pid_file=str(folder / "pid"),
             cgroups=self._groups(folder),
