@@ -193,6 +193,10 @@ python = os.open(sys.executable, os.O_RDONLY)
 advised = libc.posix_fadvise(python, 0, 0, 4)  # POSIX_FADV_DONTNEED; returns the error number itself
 report["posix_fadvise"] = "ok" if advised == 0 else errno.errorcode[advised]
 report["sync_file_range"] = outcome(libc.sync_file_range(python, 0, 0, 2))  # SYNC_FILE_RANGE_WRITE
+libc.mmap.restype = ctypes.c_void_p
+mapped = libc.mmap(None, 4096, 1, 2, python, 0)  # PROT_READ, MAP_PRIVATE: the interpreter's own file
+report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21))
+report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
 context = ctypes.c_ulong(0)
 report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
@@ -278,7 +282,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "io_setup": "EPERM", "mkfifo": "EPERM", "F_SETLEASE": "EPERM",
                       "SO_ATTACH_FILTER": "EPERM", "SO_ATTACH_REUSEPORT_CBPF": "EPERM", "PR_SET_SECCOMP": "EPERM",
                       "seccomp": "EPERM", "sync": "EPERM", "syncfs": "EPERM", "F_NOTIFY": "EPERM",
-                      "posix_fadvise": "EPERM", "sync_file_range": "EPERM", "SO_SNDBUF": "EPERM",
+                      "posix_fadvise": "EPERM", "sync_file_range": "EPERM", "MADV_PAGEOUT": "EPERM",
+                      "MADV_COLD": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

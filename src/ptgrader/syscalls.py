@@ -56,11 +56,13 @@ filter is inherited across fork and exec, and no process can remove it):
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
   included. No lab uses native AIO, filters sockets or loads a filter of its own.
 - **the host's disk and page cache** (``sync``, ``syncfs``, ``sync_file_range``, ``fadvise64``,
-  ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
+  ``madvise(MADV_COLD, MADV_PAGEOUT)``, ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
   system a descriptor is on, the host's disk for a file of the folders bound read-only in the jail (a read-only
   bind is a read-only view of a writable file system; round 69 flushed 206 MB of other programs' data with one
   ``syncfs`` of ``/usr``). ``sync_file_range`` and ``posix_fadvise`` act on the host's page cache for such a file
-  (``POSIX_FADV_DONTNEED`` evicts what other programs share), and ``F_NOTIFY`` watches a host folder. ``fsync``
+  (``POSIX_FADV_DONTNEED`` evicts what other programs share), and so does ``madvise`` with ``MADV_COLD`` or
+  ``MADV_PAGEOUT`` on a mapping of a file the kernel's uid owns (the instructor's venv, graded as a regular user:
+  round 71), and ``F_NOTIFY`` watches a host folder. ``fsync``
   stays: on a file no one changed it returns at once, and torch's checkpoints call it.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
@@ -126,6 +128,7 @@ EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a 
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
 F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
 F_NOTIFY = 1026  # fcntl's command that watches a folder (dnotify)
+MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise's advice that pushes a mapping's pages, a file's cache included, out
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, holds MAP_SHARED's bit)
 RECORD_LOCKS = (6, 7, 37, 38)  # fcntl's commands that set a record lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 INT_BITS = 0xFFFF_FFFF
@@ -167,6 +170,8 @@ def compile_filter() -> bytes:
     rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_ANONYMOUS, 0))
     rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_ANONYMOUS | MAP_SHARED,
                                                            MAP_ANONYMOUS | MAP_SHARED))
+    for advice in (MADV_COLD, MADV_PAGEOUT):  # madvise(addr, length, advice)
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "madvise", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, advice))
     for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
