@@ -337,6 +337,13 @@ for _ in range(400):
         mappings_refused = errno.errorcode[refused.errno]
         break
 private = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)
+sockets = []  # the two socket pairs above count too
+for _ in range(30):
+    try:
+        sockets.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+    except OSError as refused:
+        sockets_refused = errno.errorcode[refused.errno]
+        break
 locks = []
 with open("/tmp/locked", "w") as locked:
     for offset in range(0, 24, 2):  # a lock of one byte each, every other byte: each a lock of its own
@@ -348,7 +355,7 @@ with open("/tmp/locked", "w") as locked:
 print(json.dumps({"watches": outcomes.count("ok"), "refused": outcomes.count("ENOSPC"), "changed": changed,
                   "pipes": [pipe if isinstance(pipe, str) else "ok" for pipe in pipes], "enlarged": enlarged,
                   "locks": locks, "mapped": 150 < len(mapped) < 300, "mappings refused": mappings_refused,
-                  "private": len(private)}))
+                  "private": len(private), "sockets": len(sockets), "sockets refused": sockets_refused}))
 """
 
 
@@ -359,22 +366,26 @@ def test_a_kernels_epoll_watches_pipes_and_locks_are_counted_and_refused_past_it
     pipes), then answers as Linux does when the uid's allowance is spent, and says so in the log; other epoll
     calls are not counted, and no pipe grows past its default size. Round 68: record locks (fcntl), kernel memory
     that no rlimit counts (2.1 GiB in 40 s), are counted so too; round 70: shared mappings, each an open file
-    of the machine's table kept alive with no descriptor."""
+    of the machine's table kept alive with no descriptor; round 71: local sockets and connections, whose buffers
+    no rlimit counts."""
     import pyseccomp
 
     code = f"NUMBER = {pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, 'epoll_ctl')}\n{ADD_WATCHES_AND_PIPES}"
-    budgets = {"epoll watches": 100, "pipes": 10, "record locks": 8, "shared mappings": 300}  # Python's start maps some
+    budgets = {"epoll watches": 100, "pipes": 10, "record locks": 8, "shared mappings": 300,  # Python's start maps some
+               "local sockets": 20}
     _, path = _jail_spec(tmp_path, tmp_path, budgets=budgets)
     result = _jailed(path, code)
     assert result.returncode == 0, result.stderr
     assert json.loads(jail_tools.kernel_lines(result.stderr)[-1]) == {
         "watches": 100, "refused": 20, "changed": "ok", "pipes": ["ok"] * 10 + ["EMFILE"] * 2, "enlarged": "EPERM",
-        "locks": ["ok"] * 8 + ["ENOLCK"] * 4, "mapped": True, "mappings refused": "ENOMEM", "private": 4096}
+        "locks": ["ok"] * 8 + ["ENOLCK"] * 4, "mapped": True, "mappings refused": "ENOMEM", "private": 4096,
+        "sockets": 18, "sockets refused": "ENOBUFS"}
     assert "[jail] the kernel made its 100 epoll watches; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 10 pipes; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 8 record locks; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 300 shared mappings; later ones are refused" in result.stderr
-    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096}
+    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096,
+                            "local sockets": 256}
 
 
 FILL_IN_FLIGHT = r"""

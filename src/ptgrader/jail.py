@@ -114,9 +114,9 @@ PIDFD_GETFD = 438  # the same number on every architecture (Linux 5.6)
 NOTIF_RECV, NOTIF_SEND, NOTIF_BYTES = 0xC0502100, 0xC0182101, 80
 SOCK_FILTER_BYTES = 8  # one BPF instruction (struct sock_filter)
 _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126, "seccomp": 317, "epoll_ctl": 233, "pipe": 22, "pipe2": 293,
-                        "fcntl": 72, "mmap": 9},
+                        "fcntl": 72, "mmap": 9, "socket": 41, "socketpair": 53, "connect": 42},
              "aarch64": {"pivot_root": 41, "capset": 91, "seccomp": 277, "epoll_ctl": 21, "pipe2": 59, "fcntl": 25,
-                         "mmap": 222}}
+                         "mmap": 222, "socket": 198, "socketpair": 199, "connect": 203}}
 #: The oldest Linux whose seccomp lets a supervisor answer "go on" to a call it was notified of (5.5), and
 #: that lets the keeper copy the kernel's listener (``pidfd_getfd``, 5.6).
 OLDEST_LINUX = (5, 6)
@@ -137,15 +137,21 @@ OLDEST_LINUX = (5, 6)
 #: in under a second; at 170 processes of 65,530 mappings each it could fill the table, and then no program on the
 #: machine without ``CAP_SYS_ADMIN`` could open a file. Past the budget the answer is ``ENOMEM``, Linux's own when a
 #: process has too many mappings.
+#: Local sockets and connections (``socket`` and ``socketpair`` of the allowed families, ``connect``): each holds up
+#: to its default buffer, about 200 KiB, in memory that no rlimit counts, and a connection no one accepts keeps its
+#: data queued after its socket is closed (round 71: 2.7 GiB from one process with 3 descriptors open, at 0.8 GiB
+#: a second); past the budget the answer is ``ENOBUFS``.
 COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "pipe2"), errno.EMFILE),
-           "record locks": (("fcntl",), errno.ENOLCK), "shared mappings": (("mmap",), errno.ENOMEM)}
+           "record locks": (("fcntl",), errno.ENOLCK), "shared mappings": (("mmap",), errno.ENOMEM),
+           "local sockets": (("socket", "socketpair", "connect"), errno.ENOBUFS)}
 #: A kernel's budget of each: many times what an honest lab's kernel makes in a run (each lab's solution
 #: graded on 2026-12-06: 31 to 33 epoll watches, 2 pipes, up to 73 record locks, lab 05's, as torch.compile caches
 #: its code, a lock call setting at most two of them, about 200 bytes each; 13 to 32 shared mappings, the libraries
-#: it loads past the warm server's), and with four kernels graded at once, a share of the
+#: it loads past the warm server's; 12 local sockets and a connection, its zmq sockets and event loops: 256 of them
+#: hold about 100 MiB at the default buffer size), and with four kernels graded at once, a share of the
 #: uid's allowance: 16,384 watches; 256 pipes, 4,096 pages, and beside them the one pipe Linux keeps for each thread
 #: that calls ``sendfile`` or ``splice`` (round 67: 170 threads, 2,720 pages a kernel), 14,976 of the 16,384 pages.
-BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096}
+BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096, "local sockets": 256}
 #: Shared mappings of a kernel that grades on an accelerator: its driver maps its device files for its memory (not
 #: measured: the 2-core machine has no GPU), so the budget is 16 times larger, still under 3 % of the table on the
 #: large machines GPUs come in, where ``fs.file-max`` is in the millions.

@@ -79,7 +79,8 @@ filter is inherited across fork and exec, and no process can remove it):
   instructor's uid, and their zmq programs, Jupyter's included, stopped). Record locks (``fcntl``'s ``F_SETLK``
   family), memory no rlimit counts, are counted the same way (round 68: 2.1 GiB of them in 40 s), and so are
   shared mappings (``mmap`` of a file, or anonymous and shared), each an open file of the machine's one table
-  (``fs.file-max``) that outlives its descriptor (round 70: 240,000 in under a second). A pipe keeps its default size:
+  (``fs.file-max``) that outlives its descriptor (round 70: 240,000 in under a second), and local sockets and
+  connections, whose buffers no rlimit counts either (round 71: unaccepted connections held 2.7 GiB). A pipe keeps its default size:
   ``fcntl(F_SETPIPE_SZ)`` answers ``EPERM``; and no pipe is made past the count, as a FIFO (``mknod``, ``mknodat``:
   round 66 opened 1,600 FIFOs). Descriptors in flight over a local socket are counted per uid too, against the
   sender's open-file limit: a kernel's is half the usual 1,024 (:func:`ptgrader.kernels.default_limits`). Leases
@@ -162,7 +163,7 @@ def compile_filter() -> bytes:
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
     rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
     rules.add_rule(pyseccomp.NOTIFY, "epoll_ctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, EPOLL_CTL_ADD))
-    for call in ("pipe", "pipe2"):
+    for call in ("pipe", "pipe2", "connect"):
         rules.add_rule(pyseccomp.NOTIFY, call)
     for command in RECORD_LOCKS:
         rules.add_rule(pyseccomp.NOTIFY, "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
@@ -175,6 +176,8 @@ def compile_filter() -> bytes:
     for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
+        for family in SOCKET_FAMILIES:  # counted by the keeper (ptgrader.jail.COUNTED)
+            rules.add_rule(pyseccomp.NOTIFY, call, pyseccomp.Arg(0, pyseccomp.EQ, family))
         for family in _refused_families():
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
         rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call,
