@@ -56,13 +56,14 @@ filter is inherited across fork and exec, and no process can remove it):
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
   included. No lab uses native AIO, filters sockets or loads a filter of its own.
 - **the host's disk and page cache** (``sync``, ``syncfs``, ``sync_file_range``, ``fadvise64``,
-  ``madvise(MADV_COLD, MADV_PAGEOUT)``, ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
+  ``madvise(MADV_COLD, MADV_PAGEOUT)``, ``process_madvise``, ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
   system a descriptor is on, the host's disk for a file of the folders bound read-only in the jail (a read-only
   bind is a read-only view of a writable file system; round 69 flushed 206 MB of other programs' data with one
   ``syncfs`` of ``/usr``). ``sync_file_range`` and ``posix_fadvise`` act on the host's page cache for such a file
   (``POSIX_FADV_DONTNEED`` evicts what other programs share), and so does ``madvise`` with ``MADV_COLD`` or
   ``MADV_PAGEOUT`` on a mapping of a file the kernel's uid owns (the instructor's venv, graded as a regular user:
-  round 71), and ``F_NOTIFY`` watches a host folder. ``fsync``
+  round 71), and ``process_madvise``, which gives any advice through a process's handle (round 72: the same
+  page-out, on all 426 file mappings of the kernel), and ``F_NOTIFY`` watches a host folder. ``fsync``
   stays: on a file no one changed it returns at once, and torch's checkpoints call it.
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
@@ -114,7 +115,7 @@ BLOCKED = (
     "sched_setaffinity",
     "memfd_create", "memfd_secret", "shmget", "msgget", "semget",
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
-    "io_setup", "mknod", "mknodat", "seccomp", "sync", "syncfs", "sync_file_range", "fadvise64",
+    "io_setup", "mknod", "mknodat", "seccomp", "sync", "syncfs", "sync_file_range", "fadvise64", "process_madvise",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
