@@ -201,6 +201,7 @@ handle = os.pidfd_open(os.getpid())  # the same advice through the process's han
 advised = (ctypes.c_void_p * 2)(mapped, 4096)  # one struct iovec
 report["process_madvise"] = outcome(libc.syscall(NUMBERS["process_madvise"], handle, advised, 1, 21, 0))
 report["landlock_create_ruleset"] = outcome(libc.syscall(NUMBERS["landlock_create_ruleset"], None, 0, 1))  # its ABI
+report["PR_FUTEX_HASH"] = outcome(libc.prctl(78, 1, 1 << 16, 0, 0))  # PR_FUTEX_HASH_SET_SLOTS: kernel memory
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
 context = ctypes.c_ulong(0)
 report["io_setup"] = outcome(libc.syscall(NUMBERS["io_setup"], 65536, ctypes.byref(context)))  # the machine's AIO
@@ -287,7 +288,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "SO_ATTACH_FILTER": "EPERM", "SO_ATTACH_REUSEPORT_CBPF": "EPERM", "PR_SET_SECCOMP": "EPERM",
                       "seccomp": "EPERM", "sync": "EPERM", "syncfs": "EPERM", "F_NOTIFY": "EPERM",
                       "posix_fadvise": "EPERM", "sync_file_range": "EPERM", "MADV_PAGEOUT": "EPERM",
-                      "MADV_COLD": "EPERM", "process_madvise": "EPERM", "landlock_create_ruleset": "EPERM", "SO_SNDBUF": "EPERM",
+                      "MADV_COLD": "EPERM", "process_madvise": "EPERM", "landlock_create_ruleset": "EPERM",
+                      "PR_FUTEX_HASH": "EPERM", "SO_SNDBUF": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

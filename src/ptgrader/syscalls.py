@@ -37,14 +37,15 @@ filter is inherited across fork and exec, and no process can remove it):
   draws on such a pool too). An allowlist, not a list of families to refuse, so that a family this
   machine gains later is refused too.
 - **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``, ``semget``,
-  ``landlock_*``, and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
+  ``landlock_*``, ``prctl(PR_FUTEX_HASH)``, and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
   its pages after every mapping of it is gone, System V message queues hold up to 500 MB in the Linux
   kernel's memory (32,000 queues of 16 KiB) and semaphore sets about 2 MiB each (round 66: 1,800 sets held
   3.6 GiB, with the kernel's own resident memory at 0.36 GiB), and a socket queues up to its buffer size
   there; none of it counts against ``RLIMIT_AS``. Where the jail makes a control group
   (as root), the group counts it; where it cannot (a regular user), these were the way past every
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
-  space). Landlock's rulesets (``landlock_*``) are the same: kernel memory per rule, about 4.4 MiB a ruleset of
+  space). A process's private futex hash (``prctl(PR_FUTEX_HASH)``, Linux 6.16) is the same: up to 1 GiB of
+  kernel memory for each process (round 73: 5 processes held 5 GiB). Landlock's rulesets (``landlock_*``) too: kernel memory per rule, about 4.4 MiB a ruleset of
   65,536 port rules, and one process's 512 descriptors held 1.9 GiB (round 72). A kernel's files live in its
   scratch tmpfs, whose size is fixed (POSIX shared memory and
   torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
@@ -128,6 +129,7 @@ SOCKET_FAMILIES = (socket.AF_UNIX, socket.AF_NETLINK)
 BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDBUFFORCE, SO_RCVBUFFORCE
 FILTER_OPTIONS = (26, 50, 51, 52)  # SO_ATTACH_FILTER, SO_ATTACH_BPF, SO_ATTACH_REUSEPORT_CBPF and _EBPF
 PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is refused outright)
+PR_FUTEX_HASH = 78  # prctl's private futex hash of a process: up to 1 GiB of kernel memory each (see the docstring)
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
@@ -186,7 +188,8 @@ def compile_filter() -> bytes:
             rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call, pyseccomp.Arg(0, pyseccomp.EQ, family))
         rules.add_rule(pyseccomp.ERRNO(errno.EAFNOSUPPORT), call,
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
-    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, PR_SET_SECCOMP))
+    for option in (PR_SET_SECCOMP, PR_FUTEX_HASH):
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, option))
     for option in BUFFER_OPTIONS + FILTER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
         # their low 32 bits are compared (Linux ignores the rest, and a filter that compared all 64 would not)
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setsockopt",
