@@ -1323,17 +1323,20 @@ def test_the_pages_show_invisible_and_text_direction_characters_as_escapes() -> 
 def test_the_pages_show_control_characters_as_escapes_and_keep_colours() -> None:
     """Round 70: an exception message's OSC sequence (``\\x1b]0;pwned\\x07``, a terminal's window title) reached
     the feedback page raw. Every control character but tab, newline and carriage return is shown as its escape, and
-    so is an escape that starts no CSI sequence; IPython's colours (``\\x1b[0;31m``) are left for nbconvert."""
-    cell = nbformat.v4.new_code_cell("x = '\x0c'", outputs=[
+    so is an escape that starts no whole CSI sequence on one line (round 73), and every escape in a cell's source;
+    IPython's colours (``\\x1b[0;31m``) in an output are left for nbconvert."""
+    cell = nbformat.v4.new_code_cell("x = '\x0c'  # \x1b[2J", outputs=[
         nbformat.v4.new_output("error", ename="AttributeError", evalue="no \x1b]0;pwned\x07 here",
                                traceback=["\x1b[0;31mAttributeError\x1b[0m: no \x1b]0;pwned\x07\x9b2J here"]),
         nbformat.v4.new_output("stream", name="stdout", text="tab\tand\r\nlines\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="done\x1b[\n2J\x1b[1;31mred\x1b[0m\n"),
     ])
     ShowFormatCharacters().preprocess(nbformat.v4.new_notebook(cells=[cell]), {})
-    assert cell.source == "x = '\\x0c'"
+    assert cell.source == "x = '\\x0c'  # \\x1b[2J"  # round 73: code is never read for colours
     assert cell.outputs[0].evalue == "no \\x1b]0;pwned\\x07 here"
     assert cell.outputs[0].traceback == ["\x1b[0;31mAttributeError\x1b[0m: no \\x1b]0;pwned\\x07\\x9b2J here"]
     assert cell.outputs[1].text == "tab\tand\r\nlines\n"
+    assert cell.outputs[2].text == "done\\x1b[\n2J\x1b[1;31mred\x1b[0m\n"  # round 73: a CSI across a line
 
 
 def test_student_output_keeps_no_active_format() -> None:

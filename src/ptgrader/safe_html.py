@@ -277,18 +277,22 @@ FORMAT_CHARACTERS = re.compile(
 )
 
 
-#: Control characters (categories Cc) a page has no use for: every C0 one but tab, newline and carriage return,
-#: DEL, the C1 ones, and an escape that does not start a CSI sequence (``\x1b[``, which nbconvert turns into
-#: colours or drops). Round 70: an exception message's ``\x1b]0;pwned\x07`` (an OSC sequence, a terminal's
-#: window title) reached the feedback page raw: inert in a browser, live in a terminal that prints the file.
-CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]|\x1b(?!\\[)")
+#: Control characters (category Cc) a page has no use for: every C0 one but tab, newline and carriage return, DEL,
+#: the C1 ones, and in an output an escape that does not start a whole CSI sequence on one line (``\x1b[31m``,
+#: which nbconvert turns into colours or drops; round 73: ``\x1b[\n2J`` passed its filter raw). Round 70: an
+#: exception message's ``\x1b]0;pwned\x07`` (an OSC sequence, a terminal's window title) reached the feedback page
+#: raw: inert in a browser, live in a terminal that prints the file.
+CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f-\x9f]|\x1b(?!\\[[0-?]*[ -/]*[@-~])")
+#: In a cell's source every escape is shown: code is highlighted, never read for colours (round 73: a comment's
+#: ``\x1b[2J`` reached the page raw).
+SOURCE_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def with_format_characters_shown(text: str) -> str:
-    """``text`` with each of :data:`FORMAT_CHARACTERS` and :data:`CONTROL_CHARACTERS` written as its escape
-    (``\\u202e``, ``\\x1b``), as the grader's log writes them."""
+def with_format_characters_shown(text: str, controls: re.Pattern[str] = CONTROL_CHARACTERS) -> str:
+    """``text`` with each of :data:`FORMAT_CHARACTERS` and ``controls`` written as its escape (``\\u202e``,
+    ``\\x1b``), as the grader's log writes them."""
     shown = FORMAT_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], text)
-    return CONTROL_CHARACTERS.sub(lambda found: ascii(found.group())[1:-1], shown)
+    return controls.sub(lambda found: ascii(found.group())[1:-1], shown)
 
 
 class ShowFormatCharacters(NbGraderPreprocessor):
@@ -298,7 +302,7 @@ class ShowFormatCharacters(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         for cell in nb.cells:
-            cell.source = with_format_characters_shown(cell.source)
+            cell.source = with_format_characters_shown(cell.source, SOURCE_CONTROL_CHARACTERS)
             for output in cell.get("outputs", []):
                 for key in ("text", "ename", "evalue", "traceback"):
                     if key in output:
