@@ -193,6 +193,12 @@ python = os.open(sys.executable, os.O_RDONLY)
 advised = libc.posix_fadvise(python, 0, 0, 4)  # POSIX_FADV_DONTNEED; returns the error number itself
 report["posix_fadvise"] = "ok" if advised == 0 else errno.errorcode[advised]
 report["sync_file_range"] = outcome(libc.sync_file_range(python, 0, 0, 2))  # SYNC_FILE_RANGE_WRITE
+size = ctypes.c_int(0)
+# a file system's own commands (round 74: BTRFS_IOC_SYNC flushed a host btrfs); FIGETBSZ works on any file
+report["ioctl FIGETBSZ"] = outcome(libc.ioctl(python, 2, ctypes.byref(size)))
+report["ioctl FS_IOC_GETFLAGS"] = outcome(libc.ioctl(python, ctypes.c_ulong(0x80086601), ctypes.byref(size)))
+report["ioctl 2**32 + FIGETBSZ"] = outcome(libc.syscall(NUMBERS["ioctl"], python, ctypes.c_long(2**32 + 2),
+                                                        ctypes.byref(size)))
 libc.mmap.restype = ctypes.c_void_p
 mapped = libc.mmap(None, 4096, 1, 2, python, 0)  # PROT_READ, MAP_PRIVATE: the interpreter's own file
 report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21))
@@ -239,6 +245,10 @@ report["priority limits"] = [resource.getrlimit(resource.RLIMIT_RTPRIO), resourc
 report["queue limits"] = [resource.getrlimit(resource.RLIMIT_SIGPENDING), resource.getrlimit(resource.RLIMIT_MSGQUEUE)]
 report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode,
                     families, len(socket.socketpair())]
+pair[0].setblocking(False)  # FIONBIO through fcntl, and an ioctl of type 'T' and one of the sockets' own:
+report["honest ioctl"] = [outcome(libc.ioctl(pair[0].fileno(), 0x5421, ctypes.byref(ctypes.c_int(1)))),  # FIONBIO
+                          outcome(libc.ioctl(pair[0].fileno(), 0x8913, ctypes.create_string_buffer(b"lo", 40))),
+                          sys.stdout.isatty() or os.isatty(0) or "no tty"]  # TCGETS
 print(json.dumps(report))
 """
 
@@ -261,13 +271,14 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     (round 64: inotify instances; fanotify, message queues, queued signals), nor semaphore sets (round 66) and
     the machine's AIO contexts (round 66: all of fs.aio-max-nr in one call), FIFOs past its count of pipes, or
     a lease (round 66), nor spend the machine's allowance of BPF code (round 67: socket filters), nor write back
-    or evict the host's files through the folders bound read-only (round 69: syncfs of /usr); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
+    or evict the host's files through the folders bound read-only (round 69: syncfs of /usr), nor send a file
+    system's own ioctl commands (round 74: a host btrfs flushed); matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
-                            "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset")}
+                            "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset", "ioctl")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -276,6 +287,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     assert result.returncode == 0, result.stderr
     report = json.loads(jail_tools.kernel_lines(result.stderr)[-1])
     assert report["honest"] == [256.0, True, 0, ["ok"] * 2, 2], report
+    assert report.pop("honest ioctl") == ["ok", "ok", "no tty"], report
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
     assert report.pop("queue limits") == [[256, 256], [0, 0]]  # a sliver of the uid's queued signals, no queues
@@ -289,7 +301,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "seccomp": "EPERM", "sync": "EPERM", "syncfs": "EPERM", "F_NOTIFY": "EPERM",
                       "posix_fadvise": "EPERM", "sync_file_range": "EPERM", "MADV_PAGEOUT": "EPERM",
                       "MADV_COLD": "EPERM", "process_madvise": "EPERM", "landlock_create_ruleset": "EPERM",
-                      "PR_FUTEX_HASH": "EPERM", "SO_SNDBUF": "EPERM",
+                      "PR_FUTEX_HASH": "EPERM", "SO_SNDBUF": "EPERM", "ioctl FIGETBSZ": "ENOTTY",
+                      "ioctl FS_IOC_GETFLAGS": "ENOTTY", "ioctl 2**32 + FIGETBSZ": "ENOTTY",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}

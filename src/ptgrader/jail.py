@@ -298,15 +298,16 @@ def _load_filter(program: bytes) -> int:
                   "load the system call filter")
 
 
-def kernel_filter() -> bytes:
+def kernel_filter(*, accelerators: bool = False) -> bytes:
     """The kernel's system call filter, compiled by :mod:`ptgrader.syscalls` (the grader's side only: it
-    needs pyseccomp, and a cold keeper, which runs on the standard library, gets it through the spec)."""
+    needs pyseccomp, and a cold keeper, which runs on the standard library, gets it through the spec);
+    ``accelerators``: for a kernel given the machine's GPU devices."""
     from ptgrader import syscalls
 
     problem = syscalls.unavailable()
     if problem:
         raise JailError(problem)
-    return syscalls.compile_filter()
+    return syscalls.compile_filter(accelerators)
 
 
 # ------------------------------------------------------------------------------------------ environment

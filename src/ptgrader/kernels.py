@@ -253,7 +253,7 @@ class Isolation:
         self.userns = os.geteuid() != 0
         self.uid = 1000 if self.userns else kernel_uid()
         self.readonly = self._readonly_paths()
-        self.syscall_filter = jail.kernel_filter().hex()
+        self.syscall_filter = jail.kernel_filter(accelerators=bool(self.devices)).hex()
         self.hierarchy = cgroups.Hierarchy.find()
         if self.hierarchy is not None:
             try:

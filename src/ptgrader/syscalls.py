@@ -68,6 +68,13 @@ filter is inherited across fork and exec, and no process can remove it):
   round 71), and ``process_madvise``, which gives any advice through a process's handle (round 72: the same
   page-out, on all 426 file mappings of the kernel), and ``F_NOTIFY`` watches a host folder. ``fsync``
   stays: on a file no one changed it returns at once, and torch's checkpoints call it.
+- **the host's file systems through** ``ioctl``: a file system answers commands of its own on any file of it,
+  the host's files bound read-only included, and some need no privilege and no write access: round 74's kernel
+  flushed a whole host btrfs file system (``BTRFS_IOC_SYNC``) as ``syncfs`` did. So ``ioctl`` is an allowlist
+  by the command's type (its second byte): terminals' and descriptors' (``'T'``: ``TCGETS``, ``FIONBIO``,
+  ``FIOCLEX``) and sockets' (``0x89``: ``SIOCGIFFLAGS``, in the kernel's own network namespace), all an honest
+  grading run was seen to use; every other type answers ``ENOTTY``, as a file that knows no such command does.
+  A kernel that grades on an accelerator may also use its driver's (:data:`ACCELERATOR_IOCTL_TYPES`).
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
   the namespace, against limits set for the whole machine (``fs.inotify.max_user_instances``, 128 here), which
@@ -130,6 +137,13 @@ BUFFER_OPTIONS = (socket.SO_SNDBUF, socket.SO_RCVBUF, 32, 33)  # 32, 33: SO_SNDB
 FILTER_OPTIONS = (26, 50, 51, 52)  # SO_ATTACH_FILTER, SO_ATTACH_BPF, SO_ATTACH_REUSEPORT_CBPF and _EBPF
 PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is refused outright)
 PR_FUTEX_HASH = 78  # prctl's private futex hash of a process: up to 1 GiB of kernel memory each (see the docstring)
+#: The types (second byte) of the ``ioctl`` commands a kernel may send; every other type answers ENOTTY (see the
+#: module's docstring): ``'T'``, terminals and descriptors (TCGETS, TIOCGWINSZ, FIONBIO, FIOCLEX); 0x89, sockets.
+IOCTL_TYPES = (0x54, 0x89)
+#: And on an accelerator: NVIDIA's (``'F'`` on /dev/nvidiactl and /dev/nvidiaN; its unified memory driver's
+#: commands are plain numbers, of type 0), AMD's (``'K'``, /dev/kfd) and the graphics devices' (``'d'``, DRM).
+ACCELERATOR_IOCTL_TYPES = (0x00, 0x46, 0x4B, 0x64)
+IOCTL_TYPE = 0xFF00  # where an ioctl command holds its type
 #: The bits of a system call's argument that Linux reads when the argument is a C int.
 EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a watch
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
@@ -155,8 +169,9 @@ def unavailable() -> str:
 
 
 @functools.cache
-def compile_filter() -> bytes:
-    """The kernel's filter as a classic BPF program (``struct sock_filter`` records) for this machine.
+def compile_filter(accelerators: bool = False) -> bytes:
+    """The kernel's filter as a classic BPF program (``struct sock_filter`` records) for this machine; with
+    ``accelerators``, for a kernel given the machine's GPU devices (their drivers' ``ioctl`` commands allowed).
 
     Needs pyseccomp (see :func:`unavailable`); :func:`ptgrader.jail.kernel_filter` is the jail's way in.
     """
@@ -195,6 +210,9 @@ def compile_filter() -> bytes:
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setsockopt",
                        pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, socket.SOL_SOCKET),
                        pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, option))
+    allowed = IOCTL_TYPES + (ACCELERATOR_IOCTL_TYPES if accelerators else ())
+    for mask, value in _refused_ioctl_types(allowed):  # ioctl(fd, command, ...): the command is a C int
+        rules.add_rule(pyseccomp.ERRNO(errno.ENOTTY), "ioctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, mask, value))
     with tempfile.TemporaryFile() as program:
         rules.export_bpf(program)
         program.seek(0)
@@ -205,3 +223,17 @@ def _refused_families() -> list[int]:
     """The family numbers below the largest allowed one that are not allowed (those above it are refused by one
     comparison): a filter compares an argument with one value at a time, so an allowlist is a list of holes."""
     return [family for family in range(max(SOCKET_FAMILIES)) if family not in SOCKET_FAMILIES]
+
+
+def _refused_ioctl_types(allowed: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(mask, value) pairs that together match every ``ioctl`` command whose type is not ``allowed``: a group of
+    sixteen types (the type's first hex digit) with none allowed is one pair, and each type refused in a group
+    with some allowed is one; about forty comparisons instead of 254."""
+    pairs = []
+    for group in range(16):
+        types = [group << 4 | low for low in range(16)]
+        if not any(kind in allowed for kind in types):
+            pairs.append((IOCTL_TYPE & 0xF000, group << 12))
+        else:
+            pairs += [(IOCTL_TYPE, kind << 8) for kind in types if kind not in allowed]
+    return pairs
