@@ -39,7 +39,8 @@ nbgrader must not open (a notebook linked to the source or to ``/dev/stdin``, a 
 the source, a FIFO, a name with terminal escape codes: each *arranged* after its notebook is written,
 since git and nbformat hold only files), cell flags edited, a malformed output on the grader's channel, dicts
 on it whose keys all hash alike (round 27),
-a display nested 3,000 deep, active HTML in Markdown and in an image's metadata, a picture 2**31 - 1 px tall
+a display nested 3,000 deep, active HTML in Markdown and in an image's metadata, a picture 2**31 - 1 px tall, a tiny one
+shown 95 times at 4096 px (round 74)
 (tests/fixtures/hostile/broken/), and files handed in beside the notebook (an HTML page, a folder named
 like the feedback page), which must not reach autograded/.
 """
@@ -724,6 +725,8 @@ def _broken_submissions() -> list[HostileCase]:
         _nested_display(),
         HostileCase("xss_image_metadata", _broken_cell("xss_image_metadata"), _all("full"), "unsafe_outputs", True),
         HostileCase("tall_image", _broken_cell("tall_image"), _all("full"), "unsafe_outputs", policy=True),
+        HostileCase("tiny_images_shown_tall", _broken_cell("tiny_images_shown_tall"), _all("full"), "unsafe_outputs",
+                    policy=True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
         HostileCase("tall_markdown_image", _broken_cell("tall_markdown_image"), _all("full"), "", policy=True),
         # 1,000 unclosed <ul><li>: shown as text on the pages (its twenty-fold took the sanitiser 179 s, round 7)

@@ -166,6 +166,23 @@ def oversized_images(html: str, largest: int) -> list[str]:
     return found
 
 
+def images_height(html: str) -> int:
+    """How tall a page draws all of its ``<img>`` tags together, in px: each by its height attribute, else its
+    header's height scaled to its width attribute, else its header's height (0 for an image that loads nothing
+    and says no size). Round 74: 95 images of 1 x 1 px, each said to be 4096 px tall, made a page 400,000 px tall."""
+    total = 0
+    for tag in re.findall(r"<img\b[^>]*>", html, flags=re.IGNORECASE):
+        said = {key.lower(): int(value) for key, value in
+                re.findall(r"""\b(width|height)\s*=\s*["']?(\d+)""", tag, flags=re.I)}
+        embedded = re.search(r"""\bsrc\s*=\s*["']?data:image/[a-z]+;base64,([A-Za-z0-9+/=\s]+)""", tag, flags=re.I)
+        header = _header_size(embedded.group(1)) if embedded else []
+        if "height" in said:
+            total += said["height"]
+        elif header:
+            total += round(header[1] * said["width"] / max(header[0], 1)) if "width" in said else header[1]
+    return total
+
+
 def encoded_image(width: int, height: int, kind: str = "PNG", frames: int = 1) -> str:
     """A blank image of that size in ``kind`` (PNG, JPEG, GIF), of ``frames`` frames (animated when more than one:
     APNG or GIF), base64-encoded as a kernel sends it."""

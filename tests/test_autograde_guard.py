@@ -32,7 +32,7 @@ import torch
 from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
-from ptgrader.outputs import make_notebook_safe, make_safe
+from ptgrader.outputs import MAX_IMAGE_HEIGHT, height_shown, make_notebook_safe, make_safe
 from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
@@ -1381,6 +1381,33 @@ def test_an_image_keeps_only_a_size_a_page_can_show() -> None:
     picture = nbformat.v4.new_output("display_data", data={**images, "text/plain": "<Tall>"}, metadata=sizes)
     assert make_safe(picture) == ["metadata"]
     assert picture.metadata == {"image/png": {"width": 800}, "image/jpeg": {"height": 4096}}
+
+
+def test_a_notebooks_images_add_at_most_their_budget_to_the_page() -> None:
+    """Round 74: a 70-byte PNG said to be 4096 x 4096 px, shown 95 times in one cell (each image, and the cell's
+    bytes, under every limit), made a part's feedback page 400,000 px tall. The images of a whole notebook may add
+    at most MAX_IMAGE_HEIGHT to its pages, in order, whatever the route to their height: the metadata's height,
+    the header's height scaled to the metadata's width, or the header's own height."""
+    tiny, plot = html_pages.encoded_image(1, 1), html_pages.encoded_image(640, 480)
+    said_tall = {"image/png": {"width": 4096, "height": 4096}}
+    assert height_shown(nbformat.v4.new_output("display_data", data={"image/png": tiny}, metadata=said_tall)) == 4096
+    assert height_shown(nbformat.v4.new_output("display_data", data={"image/png": tiny},
+                                               metadata={"image/png": {"width": 4096}})) == 4096
+    assert height_shown(nbformat.v4.new_output("display_data", data={"image/png": plot})) == 480
+    honest = nbformat.v4.new_code_cell("plot()", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": plot, "text/plain": "<Figure>"}) for _ in range(3)])
+    flood = nbformat.v4.new_code_cell("flood()", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": tiny}, metadata=said_tall) for _ in range(95)])
+    later = nbformat.v4.new_code_cell("plot()", outputs=[
+        nbformat.v4.new_output("display_data", data={"image/png": plot, "text/plain": "<Figure>"})])
+    nb = nbformat.v4.new_notebook(cells=[honest, flood, later])
+    kept = (MAX_IMAGE_HEIGHT - 3 * 480) // 4096
+    assert make_notebook_safe(nb) == 95 - kept
+    shown = [height_shown(output) for cell in nb.cells for output in cell.outputs]
+    assert sum(shown) <= MAX_IMAGE_HEIGHT and shown[:3] == [480] * 3  # the first images keep their place
+    assert shown[3:] == [4096] * kept + [0] * (95 - kept) + [480]  # an image that still fits after them is kept
+    assert flood.outputs[-1].data["text/plain"].startswith("[image/png output not kept by the grader: the notebook's")
+    assert flood.outputs[-1].metadata == {}
 
 
 @pytest.mark.parametrize("template", ["classic", "lab"])

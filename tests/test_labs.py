@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ptgrader.outputs import MAX_IMAGE_SIZE
+from ptgrader.outputs import MAX_IMAGE_HEIGHT, MAX_IMAGE_SIZE
 from ptgrader.safe_html import CELL_METADATA_KEPT, FORMAT_CHARACTERS, NOTEBOOK_METADATA_KEPT
 from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools, run_profile
@@ -419,6 +419,11 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
                   for kind, by_student in pages.items() for student, page in by_student.items()
                   if html_pages.oversized_images(page, MAX_IMAGE_SIZE))
     assert not tall, f"pictures larger than a page shows: {tall[:3]}"
+    # Round 74: tiny pictures, each said to be 4096 px tall, 95 of them
+    towering = sorted(f"{kind} page of {student}: {html_pages.images_height(page)} px of images"
+                      for kind, by_student in pages.items() for student, page in by_student.items()
+                      if html_pages.images_height(page) > MAX_IMAGE_HEIGHT)
+    assert not towering, f"pages whose pictures together are taller than the budget: {towering[:3]}"
     # Round 58: a text-direction override in a comment made it read otherwise than it ran
     drawn = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
                    for student, page in by_student.items() if FORMAT_CHARACTERS.search(page))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
 
 from nbformat.notebooknode import NotebookNode
 
@@ -25,6 +26,10 @@ IMAGE_SIZES = ("width", "height")
 #: The largest image size kept, in CSS pixels: a plot a page shows. Round 28: a 1x1 PNG said to be 2**31 - 1 px
 #: tall made the feedback page as tall as Chromium allows, every part after it past its end.
 MAX_IMAGE_SIZE = 4096
+#: The most a graded notebook's images may add to the height of its pages, in CSS pixels: five images of the
+#: largest size, or about forty ordinary plots. Round 74: a 70-byte PNG shown 4096 px tall, 95 times in one cell
+#: (each under every limit on its own), made a part's feedback page 400,000 px tall, its verdict far out of sight.
+MAX_IMAGE_HEIGHT = 5 * MAX_IMAGE_SIZE
 #: The format Pillow must find in each image type's bytes.
 IMAGE_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF"}
 #: What :func:`make_safe` names when it drops metadata.
@@ -53,14 +58,9 @@ def image_sizes(metadata: object) -> dict[str, dict[str, int]]:
     return kept
 
 
-def image_refused(mime: str, data: object) -> str:
-    """Why an image is not kept ("" when it is): its own header gives a width or height over
-    :data:`MAX_IMAGE_SIZE`, it is animated (an APNG or a GIF of several frames: the browser redraws it for as long
-    as it is in view), or its bytes are no image of its type.
+def image_header(mime: str, data: object) -> tuple[int, int, bool] | str:
+    """An image's (width, height, animated) by its own header, or why it is no readable image of its type.
 
-    Why the header: a browser lays an image out at the size its file states when no attribute says
-    otherwise. Round 51 showed a 2 kB PNG whose header said 1 x 1,000,000 px, with no metadata for
-    :func:`image_sizes` to cap, and every later part of the feedback page lay a million pixels down.
     Pillow reads the header only, and refuses a size that claims billions of pixels.
     """
     from PIL import Image  # imported late: only outputs with an image need it
@@ -69,16 +69,47 @@ def image_refused(mime: str, data: object) -> str:
         text = "".join(data) if isinstance(data, list) else data if isinstance(data, str) else ""
         raw = base64.b64decode("".join(text.split()), validate=True)  # line breaks are base64's, not data
         with Image.open(io.BytesIO(raw), formats=[IMAGE_FORMATS[mime]]) as image:
-            width, height = image.size
             # an APNG says its frames in its header; a GIF is read as far as a second frame
-            animated = getattr(image, "is_animated", False)
+            return (*image.size, getattr(image, "is_animated", False))
     except (binascii.Error, ValueError, OSError, Image.DecompressionBombError) as problem:
         return f"{mime} that is no readable {IMAGE_FORMATS[mime]} ({type(problem).__name__})"
+
+
+def image_refused(mime: str, data: object) -> str:
+    """Why an image is not kept ("" when it is): its own header gives a width or height over
+    :data:`MAX_IMAGE_SIZE`, it is animated (an APNG or a GIF of several frames: the browser redraws it for as long
+    as it is in view), or its bytes are no image of its type.
+
+    Why the header: a browser lays an image out at the size its file states when no attribute says
+    otherwise. Round 51 showed a 2 kB PNG whose header said 1 x 1,000,000 px, with no metadata for
+    :func:`image_sizes` to cap, and every later part of the feedback page lay a million pixels down.
+    """
+    header = image_header(mime, data)
+    if isinstance(header, str):
+        return header
+    width, height, animated = header
     if max(width, height) > MAX_IMAGE_SIZE:
         return f"{mime} of {width} x {height} px, over {MAX_IMAGE_SIZE}"
     if animated:  # round 60: a 14 kB APNG of 4096 px kept a reader's browser half a core busy while in view
         return f"{mime} that is animated"
     return ""
+
+
+def height_shown(output: NotebookNode) -> int:
+    """How tall a page draws the images of one (already safe) output, in CSS pixels: the tallest of its image
+    types, each by its metadata's height, else its header's height scaled to the metadata's width, else its
+    header's height (what a browser does with ``<img width=... height=...>``)."""
+    data, metadata = output.get("data", {}), output.get("metadata", {})
+    tallest = 0
+    for mime in IMAGE_TYPES:
+        header = image_header(mime, data[mime]) if mime in data else ""
+        if isinstance(header, str):
+            continue
+        width, height, _ = header
+        size = metadata.get(mime, {})
+        shown = size.get("height") or (height * size["width"] / max(width, 1) if "width" in size else height)
+        tallest = max(tallest, math.ceil(shown))
+    return tallest
 
 
 def make_safe(output: NotebookNode) -> list[str]:
@@ -107,9 +138,32 @@ def make_safe(output: NotebookNode) -> list[str]:
 
 
 def make_notebook_safe(nb: NotebookNode) -> int:
-    """Apply :func:`make_safe` to every output of every cell; return how many outputs changed."""
-    changed = 0
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            changed += bool(make_safe(output))
-    return changed
+    """Apply :func:`make_safe` to every output of every cell, then keep images, in the notebook's order, only while
+    they add at most :data:`MAX_IMAGE_HEIGHT` to the page (:func:`drop_images_past_the_page_budget`); return how many
+    outputs changed."""
+    outputs = [output for cell in nb.cells for output in cell.get("outputs", [])]
+    changed = {id(output) for output in outputs if make_safe(output)}
+    changed |= {id(output) for output in drop_images_past_the_page_budget(outputs)}
+    return len(changed)
+
+
+def drop_images_past_the_page_budget(outputs: list[NotebookNode]) -> list[NotebookNode]:
+    """Drop the images of each output that would take the page past :data:`MAX_IMAGE_HEIGHT`; return those outputs.
+
+    Why a budget for the whole notebook, not a limit per image: each image under every limit of its own (4096 px,
+    one frame, a few bytes) still adds its height to the page, and the output budgets count bytes, not pixels.
+    """
+    dropped, used = [], 0
+    for output in outputs:
+        height = height_shown(output) if output.get("output_type") in _RICH else 0
+        if used + height <= MAX_IMAGE_HEIGHT:
+            used += height
+            continue
+        data = output["data"]
+        images = sorted(mime for mime in data if mime in IMAGE_TYPES)
+        note = (f"[{', '.join(images)} output not kept by the grader: the notebook's images already fill "
+                f"{used} of the {MAX_IMAGE_HEIGHT} px of page they may take]")
+        output["data"] = {"text/plain": data.get("text/plain") or note}
+        output["metadata"] = {}
+        dropped.append(output)
+    return dropped

@@ -39,7 +39,6 @@ from pygments.lexer import Lexer
 from pygments.lexers import BashLexer, JsonLexer, PythonConsoleLexer, PythonLexer
 from pygments.token import STANDARD_TYPES
 
-from .outputs import IMAGE_SIZES, MAX_IMAGE_SIZE
 from .repair import release_cells
 
 #: Templates that come before nbconvert's and nbgrader's: ``base/mathjax.html.j2``, so the pages load no MathJax.
@@ -64,7 +63,9 @@ TAGS = frozenset({
 #: a heading's id made from a student's text (``### test_last_valid_token``) took the score field's place.
 OTHER_ATTRIBUTES = {
     "a": frozenset({"href", "title"}),
-    "img": frozenset({"src", "alt", "title", "width", "height"}),
+    # no width or height (round 74): a Markdown image shows no file a student sent (the grader keeps only the lab's
+    # files beside the pages), so a size could only make a broken image a box of 4096 px, as often as it is repeated
+    "img": frozenset({"src", "alt", "title"}),
     "abbr": frozenset({"title"}),
 }
 #: The only classes kept: those Pygments gives highlighted code, and the few nbconvert's Markdown adds. A
@@ -97,8 +98,6 @@ def _kept(tag: str, name: str, value: str) -> bool:
         return all(word in CLASSES or word.startswith("hl-") for word in value.split())
     if (tag, name) == ("img", "src"):  # a remote image tells its host who opened the page, and when
         return _local(value.strip())
-    if tag == "img" and name in IMAGE_SIZES:  # round 32: height="40000000" hid every cell after the image
-        return re.fullmatch(r"[0-9]{1,4}", value.strip()) is not None and 0 < int(value) <= MAX_IMAGE_SIZE
     if (tag, name) == ("a", "href"):  # a page of the web, an anchor of this page, or a file beside it
         url = urlsplit(value.strip())
         web = url.scheme in ("http", "https") and bool(url.netloc)  # not javascript://x%0a..., whatever bleach does
