@@ -37,7 +37,7 @@ filter is inherited across fork and exec, and no process can remove it):
   draws on such a pool too). An allowlist, not a list of families to refuse, so that a family this
   machine gains later is refused too.
 - **memory outside the address space** (``memfd_create``, ``memfd_secret``, ``shmget``, ``msgget``, ``semget``,
-  ``landlock_*``, ``prctl(PR_FUTEX_HASH)``, and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
+  ``landlock_*``, ``prctl(PR_FUTEX_HASH)``, ``setxattr`` and its kin, and ``setsockopt`` of a socket's buffer sizes): an anonymous memory file, or a System V segment, keeps
   its pages after every mapping of it is gone, System V message queues hold up to 500 MB in the Linux
   kernel's memory (32,000 queues of 16 KiB) and semaphore sets about 2 MiB each (round 66: 1,800 sets held
   3.6 GiB, with the kernel's own resident memory at 0.36 GiB), and a socket queues up to its buffer size
@@ -46,8 +46,12 @@ filter is inherited across fork and exec, and no process can remove it):
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
   space). A process's private futex hash (``prctl(PR_FUTEX_HASH)``, Linux 6.16) is the same: up to 1 GiB of
   kernel memory for each process (round 73: 5 processes held 5 GiB). Landlock's rulesets (``landlock_*``) too: kernel memory per rule, about 4.4 MiB a ruleset of
-  65,536 port rules, and one process's 512 descriptors held 1.9 GiB (round 72). A kernel's files live in its
-  scratch tmpfs, whose size is fixed (POSIX shared memory and
+  65,536 port rules, and one process's 512 descriptors held 1.9 GiB (round 72). Extended attributes (``setxattr``,
+  ``lsetxattr``, ``fsetxattr``) too: the scratch tmpfs charges a user attribute to its own space, but keeps a
+  POSIX ACL (``system.posix_acl_access``, ``..._default``) in kernel memory it charges to nothing, about 128 KiB
+  for each file's largest one (round 75: 16,340 folders held 4 GiB, as root too, with the kernel's own resident
+  memory at 27 MiB). No lab sets one, and ``shutil``'s copies skip attributes they may not set. A kernel's files
+  live in its scratch tmpfs, whose size is fixed (POSIX shared memory and
   torch's shared tensors included: they are files of ``/dev/shm``), and a socket keeps the system's
   default buffers (``net.core.wmem_default``, about 200 KiB).
 - **allowances of the whole machine** (``io_setup``; ``seccomp``, ``prctl(PR_SET_SECCOMP)`` and ``setsockopt`` of
@@ -141,6 +145,7 @@ BLOCKED = (
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark", "mq_open",
     "io_setup", "mknod", "mknodat", "seccomp", "sync", "syncfs", "sync_file_range", "fadvise64", "process_madvise",
     "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    "setxattr", "lsetxattr", "fsetxattr",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
