@@ -254,6 +254,7 @@ thread.join()
 import resource
 report["priority limits"] = [resource.getrlimit(resource.RLIMIT_RTPRIO), resource.getrlimit(resource.RLIMIT_NICE)]
 report["queue limits"] = [resource.getrlimit(resource.RLIMIT_SIGPENDING), resource.getrlimit(resource.RLIMIT_MSGQUEUE)]
+report["locked memory"] = resource.getrlimit(resource.RLIMIT_MEMLOCK)
 report["honest"] = [float(product[0, 0]), len(profile.key_averages()) > 0, subprocess.run(["true"]).returncode,
                     families, len(socket.socketpair())]
 pair[0].setblocking(False)  # FIONBIO through fcntl, and an ioctl of type 'T' and one of the sockets' own:
@@ -304,6 +305,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     del report["honest"]
     assert report.pop("priority limits") == [[0, 0], [0, 0]]  # no real-time, no raised priority
     assert report.pop("queue limits") == [[256, 256], [0, 0]]  # a sliver of the uid's queued signals, no queues
+    assert report.pop("locked memory") == [spec.limits["locked_memory"]] * 2 and spec.limits["locked_memory"] <= 8 << 20
     assert report == {"add_key": "EPERM", "keyctl": "EPERM", "unshare": "EPERM", "clone_newuser": "EPERM",
                       "clone3": "ENOSYS", "sched_setaffinity": "EPERM", "AF_VSOCK": "EAFNOSUPPORT",
                       "AF_PACKET": "EAFNOSUPPORT", "AF_INET": "EAFNOSUPPORT", "AF_INET6": "EAFNOSUPPORT", "socketpair AF_VSOCK": "EAFNOSUPPORT",

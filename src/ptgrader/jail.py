@@ -193,6 +193,7 @@ _LIMITS = {
     "nice_ceiling": resource.RLIMIT_NICE,
     "pending_signals": resource.RLIMIT_SIGPENDING,
     "message_queue_bytes": resource.RLIMIT_MSGQUEUE,
+    "locked_memory": resource.RLIMIT_MEMLOCK,
 }
 
 

@@ -26,6 +26,7 @@ import fcntl
 import importlib.util
 import logging
 import os
+import resource
 import select
 import shutil
 import signal
@@ -204,9 +205,12 @@ def default_limits() -> dict[str, int]:
     in flight over local sockets per uid, and refuses a sender once its uid has more in flight than the sender's
     open-file limit, so a kernel can fill the count to its own limit plus one message's 253 (round 66: 1,250 with
     1,024, and every program of the instructor's uid with the usual limit failed to pass a descriptor); with 512,
-    765 at most.
+    765 at most. Locked memory: 8 MiB at most (Linux's usual default, lower where the grader's own limit is): pages
+    a kernel locks stay in memory whatever else needs it, and where the grader runs with no limit (as root in some
+    containers), a kernel could otherwise lock as much as its address space.
     """
     cpus = os.cpu_count() or 2
+    locked_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
     return {
         "address_space": 7 * GIB + 80 * MIB * max(0, cpus - 2),
         "processes": 10 * (15 + cpus),
@@ -217,6 +221,7 @@ def default_limits() -> dict[str, int]:
         "nice_ceiling": 0,
         "pending_signals": 256,
         "message_queue_bytes": 0,
+        "locked_memory": 8 * MIB if locked_hard == resource.RLIM_INFINITY else min(8 * MIB, locked_hard),
     }
 
 
