@@ -168,7 +168,12 @@ report["socketpair AF_VSOCK"] = outcome(libc.socketpair(40, socket.SOCK_STREAM, 
 # the family with its upper 32 bits set: Linux reads an int, the filter the whole register
 report["socket 2**32 + AF_VSOCK"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 40), 1, 0))
 report["socket 2**32 + AF_UNIX"] = outcome(libc.syscall(NUMBERS["socket"], ctypes.c_long(2**32 + 1), 1, 0))
-families = [family(number) for number in (socket.AF_UNIX, socket.AF_NETLINK)]
+families = [family(number) for number in (socket.AF_UNIX, socket.AF_NETLINK)]  # NETLINK_ROUTE
+for name, protocol in (("NETLINK_SOCK_DIAG", 4), ("NETLINK_GENERIC", 16)):  # requests that load modules (round 77)
+    report[name] = outcome(libc.socket(socket.AF_NETLINK, socket.SOCK_RAW, protocol))
+report["NETLINK 2**32 + NETLINK_GENERIC"] = outcome(libc.syscall(NUMBERS["socket"], socket.AF_NETLINK, 3,
+                                                                  ctypes.c_long(2**32 + 16)))
+report["quotactl_fd Q_SYNC"] = outcome(libc.syscall(443, os.open("/usr", os.O_RDONLY), ctypes.c_uint(0x800001 << 8), 0, None))
 report["AF_INET"] = family(socket.AF_INET)
 report["AF_INET6"] = family(socket.AF_INET6)
 try:
@@ -285,7 +290,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     a lease (round 66), nor spend the machine's allowance of BPF code (round 67: socket filters), nor write back
     or evict the host's files through the folders bound read-only (round 69: syncfs of /usr), nor send a file
     system's own ioctl commands (round 74: a host btrfs flushed), nor make a call newer than the filter's lists
-    (round 75: open_tree_attr reached the kernel), nor keep POSIX ACLs in uncharged kernel memory (round 75);
+    (round 75: open_tree_attr reached the kernel), nor keep POSIX ACLs in uncharged kernel memory (round 75),
+    nor sync a host file system through quotactl, nor open a netlink protocol that loads modules (round 77);
     matmul, threads, the CPU profiler (lab 05), a subprocess and local sockets
     still work."""
     import pyseccomp
@@ -319,6 +325,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "PR_FUTEX_HASH": "EPERM", "SO_SNDBUF": "EPERM", "ioctl FIGETBSZ": "ENOTTY",
                       "ioctl FS_IOC_GETFLAGS": "ENOTTY", "ioctl 2**32 + FIGETBSZ": "ENOTTY",
                       "listmount (458)": "ENOSYS", "open_tree_attr (467)": "ENOSYS", "setxattr": "EPERM",
+                      "NETLINK_SOCK_DIAG": "EPROTONOSUPPORT", "NETLINK_GENERIC": "EPROTONOSUPPORT",
+                      "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
                       "buffers kept": [True, True]}
