@@ -499,6 +499,9 @@ def marked(text: str, at_line_start: bool) -> tuple[str, bool]:
 #: The longest start of a line the keeper holds back while it waits for the kernel to end the line, and for how
 #: long after the kernel's last text (seconds).
 HELD_CHARS, HELD_S = 4096, 1.0
+#: How long the keeper reads the kernel's log after the kernel ended, for the lines it wrote last (its pipe ends
+#: as soon as every process of the kernel's namespace is gone; a loaded machine may take a moment to show it).
+DRAIN_S = 2.0
 
 
 def _write_log(text: str) -> None:
@@ -511,7 +514,8 @@ def _write_log(text: str) -> None:
 
 def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) -> int:
     """Pass the kernel's log on (up to RELAY_BYTES), escaped and marked, signals too; answer its filter's counted
-    calls (:class:`CallCounter`); wait for it; return its exit code.
+    calls (:class:`CallCounter`); wait for it; return its exit code, once its log has ended too (at most
+    :data:`DRAIN_S` later: a kernel's last line came after its exit was seen, on a loaded machine, and was lost).
 
     The log is what the kernel wrote to its file descriptors 1 and 2 (ipykernel copies every such write
     there), which a submission controls: written raw, an escape code could set the instructor's
@@ -538,6 +542,9 @@ def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) 
     budget = RELAY_BYTES
     open_relay, at_line_start = True, True
     held, last_text = "", 0.0  # the start of a line the kernel has not ended, and when text last came
+    awaiting = True  # the kernel's listener not yet taken
+    code: int | None = None  # the kernel's exit code, once it has ended
+    ended = 0.0
     while True:
         events = dict(poller.poll(200))
         if open_relay and relay in events:
@@ -555,7 +562,8 @@ def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) 
         if held and (quiet or not open_relay or len(held) > HELD_CHARS):
             _write_log(held + "\n")
             held, at_line_start = "", True
-        if kernel.fileno() in events:  # the listener's number, once, or the kernel's end of the socket closed
+        if awaiting and kernel.fileno() in events:  # the listener's number, once, or the kernel's end closed
+            awaiting = False
             poller.unregister(kernel.fileno())
             counter = _take_listener(kernel, exited, budgets)
             kernel.close()
@@ -568,13 +576,23 @@ def _keep(pid: int, relay: int, kernel: socket.socket, budgets: dict[str, int]) 
                 poller.unregister(counter.listener)
                 counter.close()
                 counter = None
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
+        if code is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:  # its log may still hold what it wrote last: read on to the end (bounded)
+                poller.unregister(exited)
+                if awaiting:  # it ended before its listener was taken: nothing left to count
+                    awaiting = False
+                    poller.unregister(kernel.fileno())
+                    kernel.close()
+                code, ended = os.waitstatus_to_exitcode(status), time.monotonic()
+                code = 128 - code if code < 0 else code
+        if code is not None and (not open_relay or time.monotonic() - ended > DRAIN_S):  # its last lines relayed
+            if held:
+                _write_log(held + "\n")
             os.close(exited)
             if counter is not None:
                 counter.close()
-            code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
+            return code
 
 
 def _take_listener(kernel: socket.socket, pidfd: int, budgets: dict[str, int]) -> CallCounter | None:
