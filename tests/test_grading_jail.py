@@ -202,6 +202,11 @@ size = ctypes.c_int(0)
 # a file system's own commands (round 74: BTRFS_IOC_SYNC flushed a host btrfs); FIGETBSZ works on any file
 report["ioctl FIGETBSZ"] = outcome(libc.ioctl(python, 2, ctypes.byref(size)))
 report["ioctl FS_IOC_GETFLAGS"] = outcome(libc.ioctl(python, ctypes.c_ulong(0x80086601), ctypes.byref(size)))
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # sockets' commands that load modules (round 78)
+report["ioctl SIOCGIFVLAN"] = outcome(libc.ioctl(sock.fileno(), 0x8982, ctypes.create_string_buffer(64)))
+version = (ctypes.c_ulong * 3)(0, 0, 0)  # BRCTL_GET_VERSION
+report["ioctl SIOCGIFBR"] = outcome(libc.ioctl(sock.fileno(), 0x8940, version))
+sock.close()
 report["ioctl 2**32 + FIGETBSZ"] = outcome(libc.syscall(NUMBERS["ioctl"], python, ctypes.c_long(2**32 + 2),
                                                         ctypes.byref(size)))
 libc.mmap.restype = ctypes.c_void_p
@@ -226,6 +231,11 @@ except OSError as refused:
 # a call outside the allowlist (round 76: name_to_handle_at worked on /usr; rounds 74 to 77 found one a round)
 handle = ctypes.create_string_buffer(8 + 128)
 ctypes.c_uint.from_buffer(handle).value = 128  # struct file_handle: handle_bytes, then the handle
+child = os.fork()  # not a group leader, so Linux itself would let it make a session
+if child == 0:
+    os._exit(0 if libc.setsid() >= 0 else ctypes.get_errno())
+# a session of its own is a CPU share of its own (round 78)
+report["setsid"] = errno.errorcode.get(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), "ok")
 report["name_to_handle_at"] = outcome(libc.name_to_handle_at(-100, b"/usr", handle, ctypes.byref(ctypes.c_int()), 0))
 report["PR_FUTEX_HASH"] = outcome(libc.prctl(78, 1, 1 << 16, 0, 0))  # PR_FUTEX_HASH_SET_SLOTS: kernel memory
 report["semget"] = outcome(libc.semget(0, 32000, 0o1600))  # IPC_PRIVATE: a set of about 2 MiB, outside RLIMIT_AS
@@ -331,7 +341,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "ioctl FS_IOC_GETFLAGS": "ENOTTY", "ioctl 2**32 + FIGETBSZ": "ENOTTY",
                       "listmount (458)": "ENOSYS", "open_tree_attr (467)": "ENOSYS", "setxattr": "EPERM",
                       "NETLINK_SOCK_DIAG": "EPROTONOSUPPORT", "NETLINK_GENERIC": "EPROTONOSUPPORT",
-                      "name_to_handle_at": "ENOSYS",
+                      "name_to_handle_at": "ENOSYS", "ioctl SIOCGIFVLAN": "ENOTTY", "ioctl SIOCGIFBR": "ENOTTY",
+                      "setsid": "EPERM",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",

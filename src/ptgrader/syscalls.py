@@ -32,7 +32,10 @@ filter is inherited across fork and exec, and no process can remove it):
   is built before the filter is loaded and must stay as built;
 - **the cores it was given** (``sched_setaffinity``): ``python -m ptgrader.autograde --jobs N`` gives
   each job its share of the cores, and a kernel that took them all back could slow the students graded
-  beside it (their timing checks included) with a hundred busy threads.
+  beside it (their timing checks included) with a hundred busy threads. ``setsid`` too: where Linux gives each
+  session a CPU share of its own (autogroups) and no control group holds the kernel (a regular user's grading),
+  140 processes each in a session of its own took 140 shares, and another program of the machine kept a
+  twentieth of its CPU for a minute (round 78); the jail makes the kernel's one session before the filter.
 - **sockets other than local ones** (``socket`` and ``socketpair`` answer ``EAFNOSUPPORT``, as a Linux
   kernel without that family does, to every family but ``AF_UNIX`` and ``AF_NETLINK``): no lab needs a
   network, and every other family reaches past the kernel's own namespaces or its limits. Round 33 bound
@@ -89,8 +92,9 @@ filter is inherited across fork and exec, and no process can remove it):
   the host's files bound read-only included, and some need no privilege and no write access: round 74's kernel
   flushed a whole host btrfs file system (``BTRFS_IOC_SYNC``) as ``syncfs`` did. So ``ioctl`` is an allowlist
   by the command's type (its second byte): terminals' and descriptors' (``'T'``: ``TCGETS``, ``FIONBIO``,
-  ``FIOCLEX``) and sockets' (``0x89``: ``SIOCGIFFLAGS``, in the kernel's own network namespace), all an honest
-  grading run was seen to use; every other type answers ``ENOTTY``, as a file that knows no such command does.
+  ``FIOCLEX``) and, of the sockets' (``0x89``), the commands that read an interface (``SIOCGIFFLAGS``, in the
+  kernel's own network namespace), all an honest grading run was seen to use (others of the sockets' type load
+  modules: round 78, :data:`SOCKET_IOCTLS`); every other type answers ``ENOTTY``, as a file that knows no such command does.
   A kernel that grades on an accelerator may also use its driver's (:data:`ACCELERATOR_IOCTL_TYPES`).
 - **counters of the uid outside the jail** (``inotify_*``, ``fanotify_*``, ``mq_open``): Linux charges a user
   namespace's inotify instances and watches, fanotify groups and POSIX message-queue bytes to the uid that made
@@ -164,7 +168,7 @@ ALLOWED = frozenset({
     "mlockall", "munlockall", "get_mempolicy", "set_mempolicy", "mbind", "membarrier",
     # processes and threads
     "clone", "clone3", "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid",
-    "kill", "tgkill", "tkill", "getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid", "getsid", "setsid",
+    "kill", "tgkill", "tkill", "getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid", "getsid",
     "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv", "arch_prctl", "prctl",
     "sched_yield", "sched_getaffinity", "sched_getparam", "sched_setparam", "sched_getscheduler",
     "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min", "sched_rr_get_interval",
@@ -202,6 +206,7 @@ BLOCKED = (
     "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
     "setxattr", "lsetxattr", "fsetxattr",
     "quotactl", "quotactl_fd",
+    "setsid",
 )
 #: Socket families a kernel may open: local ones, held by its own namespaces, whose buffers keep the system's
 #: default size; every other family answers EAFNOSUPPORT (see the module's docstring).
@@ -215,7 +220,13 @@ PR_SET_SECCOMP = 22  # prctl's way to load a seccomp filter (the seccomp call is
 PR_FUTEX_HASH = 78  # prctl's private futex hash of a process: up to 1 GiB of kernel memory each (see the docstring)
 #: The types (second byte) of the ``ioctl`` commands a kernel may send; every other type answers ENOTTY (see the
 #: module's docstring): ``'T'``, terminals and descriptors (TCGETS, TIOCGWINSZ, FIONBIO, FIOCLEX); 0x89, sockets.
-IOCTL_TYPES = (0x54, 0x89)
+IOCTL_TYPES = (0x54,)
+#: Of the sockets' type (0x89), only the commands that read an interface (SIOCGIFNAME, SIOCGIFCONF, SIOCGIFFLAGS,
+#: SIOCGIFADDR, SIOCGIFDSTADDR, SIOCGIFBRDADDR, SIOCGIFNETMASK, SIOCGIFMETRIC, SIOCGIFMTU, SIOCGIFHWADDR,
+#: SIOCGIFINDEX): others of the type make Linux load a module, as root, for the whole machine, with no privilege
+#: asked (round 78: SIOCGIFBR and SIOCBRADDBR load ``bridge``, SIOCGIFVLAN ``8021q``, 128,000 requests a second).
+SOCKET_IOCTLS = (0x8910, 0x8912, 0x8913, 0x8915, 0x8917, 0x8919, 0x891B, 0x891D, 0x8921, 0x8927, 0x8933)
+SOCKET_IOCTL_TYPE = 0x89
 #: And on an accelerator: NVIDIA's (``'F'`` on /dev/nvidiactl and /dev/nvidiaN; its unified memory driver's
 #: commands are plain numbers, of type 0), AMD's (``'K'``, /dev/kfd) and the graphics devices' (``'d'``, DRM).
 ACCELERATOR_IOCTL_TYPES = (0x00, 0x46, 0x4B, 0x64)
@@ -295,8 +306,8 @@ def compile_filter(accelerators: bool = False) -> bytes:
                        pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, option))
     for number in _unnamed_numbers():  # holes in the numbering, and calls newer than this libseccomp
         rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), number)
-    allowed = IOCTL_TYPES + (ACCELERATOR_IOCTL_TYPES if accelerators else ())
-    for mask, value in _refused_ioctl_types(allowed):  # ioctl(fd, command, ...): the command is a C int
+    allowed = IOCTL_TYPES + (SOCKET_IOCTL_TYPE,) + (ACCELERATOR_IOCTL_TYPES if accelerators else ())
+    for mask, value in _refused_ioctl_types(allowed) + _refused_socket_ioctls():  # ioctl(fd, command, ...): a C int
         rules.add_rule(pyseccomp.ERRNO(errno.ENOTTY), "ioctl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, mask, value))
     with tempfile.TemporaryFile() as program:
         rules.export_bpf(program)
@@ -354,4 +365,17 @@ def _refused_ioctl_types(allowed: tuple[int, ...]) -> list[tuple[int, int]]:
             pairs.append((IOCTL_TYPE & 0xF000, group << 12))
         else:
             pairs += [(IOCTL_TYPE, kind << 8) for kind in types if kind not in allowed]
+    return pairs
+
+
+def _refused_socket_ioctls() -> list[tuple[int, int]]:
+    """(mask, value) pairs that together match every command of the sockets' type but :data:`SOCKET_IOCTLS`: a
+    group of sixteen commands with none allowed is one pair, each other refused command one."""
+    pairs = []
+    for group in range(16):
+        commands = [SOCKET_IOCTL_TYPE << 8 | group << 4 | low for low in range(16)]
+        if not any(command in SOCKET_IOCTLS for command in commands):
+            pairs.append((0xFFF0, commands[0]))
+        else:
+            pairs += [(0xFFFF, command) for command in commands if command not in SOCKET_IOCTLS]
     return pairs
