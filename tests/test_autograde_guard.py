@@ -844,8 +844,8 @@ def test_a_cpu_hierarchy_that_cannot_be_used_leaves_memory_and_processes_limited
 SPAWN_AND_WAIT = r"""
 import os, subprocess, sys, time
 marker = "REVERSED"[::-1]  # spelled backwards here: only the grandchild's command line holds the marker
-if os.fork() == 0:  # a detached grandchild in a session of its own: it escapes a process-group kill
-    os.setsid()
+if os.fork() == 0:  # a detached grandchild in a process group of its own: it escapes a process-group kill
+    os.setpgid(0, 0)  # (a session of its own is refused: setsid, round 78)
     if os.fork() == 0:
         os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", marker])
     os._exit(0)
@@ -964,7 +964,7 @@ def _run_kernel(tmp_path: Path, warm: object, source: str) -> tuple[nbformat.Not
 
 KERNEL_CELL = (
     "import gc, json, os, subprocess, sys\n"
-    "detached = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+    "detached = subprocess.Popen(['sleep', '300'], process_group=0)\n"
     "print(json.dumps({'uid': os.getuid(), 'pid': os.getpid(), 'cwd': os.getcwd(), "
     "'preloaded': 'wave' in sys.modules, 'detached': detached.pid, "
     "'collector': [gc.isenabled(), gc.get_freeze_count() > 0], "

@@ -213,6 +213,10 @@ libc.mmap.restype = ctypes.c_void_p
 mapped = libc.mmap(None, 4096, 1, 2, python, 0)  # PROT_READ, MAP_PRIVATE: the interpreter's own file
 report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21))
 report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
+report["MADV_MERGEABLE"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 12))  # KSM's scanner (round 79)
+report["PR_SET_MEMORY_MERGE"] = outcome(libc.prctl(67, 1, 0, 0, 0))
+huge = libc.mmap(None, 2 << 20, 3, 0x40000 | 0x20 | 0x02, -1, 0)  # MAP_HUGETLB: the machine's pool (round 79)
+report["MAP_HUGETLB"] = "ok" if huge not in (None, 2**64 - 1) else errno.errorcode[ctypes.get_errno()]
 handle = os.pidfd_open(os.getpid())  # the same advice through the process's handle (round 72)
 advised = (ctypes.c_void_p * 2)(mapped, 4096)  # one struct iovec
 report["process_madvise"] = outcome(libc.syscall(NUMBERS["process_madvise"], handle, advised, 1, 21, 0))
@@ -342,7 +346,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "listmount (458)": "ENOSYS", "open_tree_attr (467)": "ENOSYS", "setxattr": "EPERM",
                       "NETLINK_SOCK_DIAG": "EPROTONOSUPPORT", "NETLINK_GENERIC": "EPROTONOSUPPORT",
                       "name_to_handle_at": "ENOSYS", "ioctl SIOCGIFVLAN": "ENOTTY", "ioctl SIOCGIFBR": "ENOTTY",
-                      "setsid": "EPERM",
+                      "setsid": "EPERM", "MADV_MERGEABLE": "EPERM", "PR_SET_MEMORY_MERGE": "EPERM",
+                      "MAP_HUGETLB": "EPERM",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",

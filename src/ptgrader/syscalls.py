@@ -58,7 +58,12 @@ filter is inherited across fork and exec, and no process can remove it):
   (as root), the group counts it; where it cannot (a regular user), these were the way past every
   per-process limit (round 34: 512 socket pairs with 8 MiB buffers held 8 GiB, against a 7 GiB address
   space). A process's private futex hash (``prctl(PR_FUTEX_HASH)``, Linux 6.16) is the same: up to 1 GiB of
-  kernel memory for each process (round 73: 5 processes held 5 GiB). Landlock's rulesets (``landlock_*``) too: kernel memory per rule, about 4.4 MiB a ruleset of
+  kernel memory for each process (round 73: 5 processes held 5 GiB). Huge pages (``mmap`` with ``MAP_HUGETLB``,
+  ``EPERM``) come from one pool for the whole machine, outside a cgroup v1 group's count: round 79's kernel
+  emptied the pool an administrator had set up, and with surplus pages allowed held 7 GiB past its group's
+  6 GiB. Memory put in the machine's one merging scanner (``madvise(MADV_MERGEABLE)``,
+  ``prctl(PR_SET_MEMORY_MERGE)``, where KSM runs) is refused too: a page another program shares with it could
+  be timed. Landlock's rulesets (``landlock_*``) too: kernel memory per rule, about 4.4 MiB a ruleset of
   65,536 port rules, and one process's 512 descriptors held 1.9 GiB (round 72). Extended attributes (``setxattr``,
   ``lsetxattr``, ``fsetxattr``) too: the scratch tmpfs charges a user attribute to its own space, but keeps a
   POSIX ACL (``system.posix_acl_access``, ``..._default``) in kernel memory it charges to nothing, about 128 KiB
@@ -238,6 +243,8 @@ F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
 F_NOTIFY = 1026  # fcntl's command that watches a folder (dnotify)
 MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise's advice that pushes a mapping's pages, a file's cache included, out
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, holds MAP_SHARED's bit)
+MAP_HUGETLB = 0x40000  # mmap's flag for pages of the machine's one pool of huge pages
+MADV_MERGEABLE, PR_SET_MEMORY_MERGE = 12, 67  # pages put in the machine's one memory-merging scanner (KSM)
 RECORD_LOCKS = (6, 7, 37, 38)  # fcntl's commands that set a record lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
@@ -279,11 +286,14 @@ def compile_filter(accelerators: bool = False) -> bytes:
         rules.add_rule(pyseccomp.NOTIFY, call)
     for command in RECORD_LOCKS:
         rules.add_rule(pyseccomp.NOTIFY, "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
-    # mmap(addr, length, prot, flags, fd, offset): a file's mapping (no MAP_ANONYMOUS), or an anonymous shared one
-    rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_ANONYMOUS, 0))
-    rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_ANONYMOUS | MAP_SHARED,
+    # mmap(addr, length, prot, flags, fd, offset): a file's mapping (no MAP_ANONYMOUS), or an anonymous shared one,
+    # counted; one of huge pages refused (the rules must not overlap: where two match, the filter takes either)
+    rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_ANONYMOUS | MAP_HUGETLB, 0))
+    rules.add_rule(pyseccomp.NOTIFY, "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ,
+                                                           MAP_ANONYMOUS | MAP_SHARED | MAP_HUGETLB,
                                                            MAP_ANONYMOUS | MAP_SHARED))
-    for advice in (MADV_COLD, MADV_PAGEOUT):  # madvise(addr, length, advice)
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_HUGETLB, MAP_HUGETLB))
+    for advice in (MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE):  # madvise(addr, length, advice)
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "madvise", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, advice))
     for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
@@ -297,7 +307,7 @@ def compile_filter(accelerators: bool = False) -> bytes:
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
         rules.add_rule(pyseccomp.ERRNO(errno.EPROTONOSUPPORT), call,  # (family, type, protocol): another protocol
                        pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_NETLINK), pyseccomp.Arg(2, pyseccomp.NE, NETLINK_ROUTE))
-    for option in (PR_SET_SECCOMP, PR_FUTEX_HASH):
+    for option in (PR_SET_SECCOMP, PR_FUTEX_HASH, PR_SET_MEMORY_MERGE):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, option))
     for option in BUFFER_OPTIONS + FILTER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
         # their low 32 bits are compared (Linux ignores the rest, and a filter that compared all 64 would not)
