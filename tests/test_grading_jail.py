@@ -215,6 +215,8 @@ report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21)
 report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
 report["MADV_MERGEABLE"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 12))  # KSM's scanner (round 79)
 report["PR_SET_MEMORY_MERGE"] = outcome(libc.prctl(67, 1, 0, 0, 0))
+# a memory policy on a range of a mapping: on a shared tmpfs file it stays with the file (round 80)
+report["mbind"] = outcome(libc.syscall(NUMBERS["mbind"], ctypes.c_void_p(mapped), 4096, 1, None, 0, 0))
 huge = libc.mmap(None, 2 << 20, 3, 0x40000 | 0x20 | 0x02, -1, 0)  # MAP_HUGETLB: the machine's pool (round 79)
 report["MAP_HUGETLB"] = "ok" if huge not in (None, 2**64 - 1) else errno.errorcode[ctypes.get_errno()]
 handle = os.pidfd_open(os.getpid())  # the same advice through the process's handle (round 72)
@@ -317,7 +319,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
 
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
-                            "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset", "ioctl")}
+                            "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset", "ioctl",
+                            "mbind")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -347,7 +350,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "NETLINK_SOCK_DIAG": "EPROTONOSUPPORT", "NETLINK_GENERIC": "EPROTONOSUPPORT",
                       "name_to_handle_at": "ENOSYS", "ioctl SIOCGIFVLAN": "ENOTTY", "ioctl SIOCGIFBR": "ENOTTY",
                       "setsid": "EPERM", "MADV_MERGEABLE": "EPERM", "PR_SET_MEMORY_MERGE": "EPERM",
-                      "MAP_HUGETLB": "EPERM",
+                      "MAP_HUGETLB": "EPERM", "mbind": "EPERM",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",
