@@ -215,6 +215,14 @@ report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21)
 report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
 report["MADV_MERGEABLE"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 12))  # KSM's scanner (round 79)
 report["PR_SET_MEMORY_MERGE"] = outcome(libc.prctl(67, 1, 0, 0, 0))
+# prctl options and madvise advice are allowlists: others answer EINVAL (round 81)
+auxv = ctypes.create_string_buffer(4096)
+report["PR_GET_AUXV"] = outcome(libc.prctl(0x41555856, auxv, 4096, 0, 0))
+report["PR_SET_MDWE"] = outcome(libc.prctl(65, 0, 0, 0, 0))
+report["PR_SET_NAME"] = outcome(libc.prctl(15, b"kernel", 0, 0, 0))
+scratch = libc.mmap(None, 8192, 3, 0x22, -1, 0)  # PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+report["MADV_GUARD_INSTALL"] = outcome(libc.madvise(ctypes.c_void_p(scratch), 4096, 102))
+report["MADV_DONTNEED"] = outcome(libc.madvise(ctypes.c_void_p(scratch), 8192, 4))
 # a memory policy on a range of a mapping: on a shared tmpfs file it stays with the file (round 80)
 report["mbind"] = outcome(libc.syscall(NUMBERS["mbind"], ctypes.c_void_p(mapped), 4096, 1, None, 0, 0))
 huge = libc.mmap(None, 2 << 20, 3, 0x40000 | 0x20 | 0x02, -1, 0)  # MAP_HUGETLB: the machine's pool (round 79)
@@ -351,6 +359,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "name_to_handle_at": "ENOSYS", "ioctl SIOCGIFVLAN": "ENOTTY", "ioctl SIOCGIFBR": "ENOTTY",
                       "setsid": "EPERM", "MADV_MERGEABLE": "EPERM", "PR_SET_MEMORY_MERGE": "EPERM",
                       "MAP_HUGETLB": "EPERM", "mbind": "EPERM",
+                      "PR_GET_AUXV": "EINVAL", "PR_SET_MDWE": "EINVAL", "PR_SET_NAME": "ok",
+                      "MADV_GUARD_INSTALL": "EINVAL", "MADV_DONTNEED": "ok",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
                       "inotify_init1": "EPERM", "fanotify_init": "EPERM", "mq_open": "EPERM",
                       "SO_RCVBUF, level 2**32 + SOL_SOCKET": "EPERM", "SO_RCVBUF + 2**32": "EPERM",

@@ -9,7 +9,8 @@ but itself. :func:`run_jailed` is called in the process that will supervise the 
    started, detached or not, so ending a kernel needs no scan of ``/proc``;
 2. in the child, makes new **mount, network, IPC and UTS namespaces** and builds a root of its own
    on a size-limited tmpfs: the interpreter, the Python environment and the system folders
-   (``/usr``, ``/etc``, ...) bound **read-only**, a ``/proc`` that shows only the kernel's processes,
+   (``/usr``, ``/etc``, ...) bound **read-only**, a ``/proc`` that shows only the kernel's processes
+   (and of its machine-wide entries only :data:`PROC_VISIBLE`),
    ``/dev`` with five harmless devices (plus accelerator devices, when asked), and the only
    writable folders: ``/ptgrader/home`` (HOME), ``/ptgrader/work`` (the working folder),
    ``/ptgrader/run`` (the kernel's sockets), ``/tmp`` and ``/dev/shm``, all on that tmpfs. The course, the
@@ -173,6 +174,16 @@ WRITABLE = (HOME, WORK, "/tmp", "/dev/shm", RUN)
 #: Host paths every kernel needs (the interpreter's own folders are added by the grader).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+#: The entries of ``/proc``'s top folder a kernel sees, besides its own processes' folders: what torch, psutil and
+#: the C library read (the processor, memory and load figures, the file system types, the kernel's version and
+#: settings) and the links to its own process's mounts and network. Every other entry is covered by an empty one
+#: (:func:`_hide_proc_entries`), an entry a later Linux adds too. Why: some of them make Linux walk a list it
+#: shares with every process of the machine while holding that list's lock (round 81: four processes reading
+#: ``/proc/locks`` in a loop, holding 1,600 file locks, made every file-locking call on the machine 200 times
+#: slower, an sqlite gradebook's transactions 25 times slower, for the 25 s they ran). ``/proc/zoneinfo``,
+#: ``buddyinfo``, ``cgroups``, ``swaps``, ``key-users`` and ``consoles`` read under such locks too.
+PROC_VISIBLE = frozenset({"self", "thread-self", "mounts", "net", "sys", "cpuinfo", "meminfo", "stat", "vmstat",
+                          "loadavg", "uptime", "version", "filesystems"})
 #: How much of the kernel's own stdout/stderr the keeper passes on (the rest is dropped).
 RELAY_BYTES = 64 * 1024
 
@@ -749,6 +760,7 @@ def _build_root(spec: JailSpec) -> None:
         os.symlink(target, f"{root}/dev/{name}")
     os.makedirs(root + "/proc")
     _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _hide_proc_entries(root + "/proc")
     if spec.connection_file:
         with open(spec.connection_file, encoding="utf-8") as file:
             info = json.load(file)
@@ -757,6 +769,21 @@ def _build_root(spec: JailSpec) -> None:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             json.dump(info, file)
         os.chown(root + CONNECTION_FILE, spec.uid, spec.gid)
+
+
+def _hide_proc_entries(proc: str) -> None:
+    """Cover every entry of the jail's fresh ``/proc`` that is not a process's folder nor in :data:`PROC_VISIBLE`: a
+    file by ``/dev/null`` (read-only: it reads as empty), a folder by an empty read-only tmpfs, as container
+    runtimes mask theirs."""
+    for name in os.listdir(proc):
+        path = os.path.join(proc, name)
+        if name.isdigit() or name in PROC_VISIBLE:
+            continue
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1,mode=0555")
+        else:
+            _mount("/dev/null", path, None, MS_BIND)
+            _remount(path, readonly=True)
 
 
 def _symlink(root: str, path: str, target: str) -> None:

@@ -137,6 +137,19 @@ by default, and without this a call the list has never seen would be allowed, wh
 6.18 kernel, because the libseccomp of the machine knew nothing past ``futex_requeue``. No honest notebook, nor
 the C library, needs a call that new: each comes with a fallback.
 
+Two allowed calls take an argument that chooses among many operations: ``prctl``'s option and ``madvise``'s
+advice. Both are allowlists too (:data:`PRCTL_OPTIONS`, :data:`MADVICE`): the options and advice an honest run
+gives, and their everyday kin; every other value answers ``EINVAL``, as a Linux kernel that does not know it
+does, and those refused above keep their ``EPERM``. Why: rounds 78 to 80 found harm inside allowed calls through
+their arguments (``ioctl`` commands, ``mmap``'s huge pages, ``madvise`` and ``prctl`` feeding the merging
+scanner), and what is left of these two was never reviewed value by value. Among them: a core-scheduling cookie
+(``PR_SCHED_CORE``), which keeps every task without it off the kernel's sibling hardware threads while it runs,
+where Linux schedules cores that way; a name for each mapping (``PR_SET_VMA``); a huge page assembled on
+demand (``MADV_COLLAPSE``), which may compact memory for the whole machine; guard pages (``MADV_GUARD_INSTALL``).
+The whole of an honest grading run of every lab (the grader and its kernels, traced with strace) gave only
+``PR_SET_NAME``, ``PR_GET_NAME``, ``PR_SET_PDEATHSIG``, ``PR_CAPBSET_READ``, ``PR_SET_NO_NEW_PRIVS``,
+``PR_CAP_AMBIENT`` and ``MADV_DONTNEED``.
+
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
 ``prctl`` in the kernel's process, after its namespaces are made and before any code of the
@@ -251,6 +264,15 @@ MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise's advice that pushes a mapping's pag
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, holds MAP_SHARED's bit)
 MAP_HUGETLB = 0x40000  # mmap's flag for pages of the machine's one pool of huge pages
 MADV_MERGEABLE, PR_SET_MEMORY_MERGE = 12, 67  # pages put in the machine's one memory-merging scanner (KSM)
+#: ``prctl`` options a kernel may use; every other one answers EINVAL, as an option Linux does not know (see the
+#: module's docstring): the parent-death signal, dumpable, keep-capabilities and thread-name flags, the seccomp,
+#: capability, securebits and no-new-privileges reads (and the one way of setting those that only drops), the
+#: timer slack, the child subreaper, the tid address, the THP switch and the speculation-control read.
+PRCTL_OPTIONS = (1, 2, 3, 4, 7, 15, 16, 21, 23, 27, 29, 30, 36, 37, 38, 39, 40, 41, 42, 47, 52)
+#: ``madvise`` advice a kernel may give; every other one answers EINVAL (see the module's docstring): the access
+#: patterns, freeing and removing pages, fork and core-dump behaviour, transparent huge pages on or off, and
+#: populating a mapping.
+MADVICE = (0, 1, 2, 3, 4, 8, 9, 10, 11, 14, 15, 16, 17, 18, 19, 22, 23, 24)
 RECORD_LOCKS = (6, 7, 37, 38)  # fcntl's commands that set a record lock: F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 INT_BITS = 0xFFFF_FFFF
 #: ``clone`` flags that make a namespace (CLONE_NEWTIME is not among them: for ``clone`` that bit is CSIGNAL's).
@@ -299,8 +321,11 @@ def compile_filter(accelerators: bool = False) -> bytes:
                                                            MAP_ANONYMOUS | MAP_SHARED | MAP_HUGETLB,
                                                            MAP_ANONYMOUS | MAP_SHARED))
     rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "mmap", pyseccomp.Arg(3, pyseccomp.MASKED_EQ, MAP_HUGETLB, MAP_HUGETLB))
-    for advice in (MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE):  # madvise(addr, length, advice)
+    refused_advice = (MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE)
+    for advice in refused_advice:  # madvise(addr, length, advice)
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "madvise", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, INT_BITS, advice))
+    for mask, value in _int_holes(set(MADVICE + refused_advice)):  # every other advice, those above included
+        rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "madvise", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, mask, value))
     for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
@@ -313,8 +338,11 @@ def compile_filter(accelerators: bool = False) -> bytes:
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
         rules.add_rule(pyseccomp.ERRNO(errno.EPROTONOSUPPORT), call,  # (family, type, protocol): another protocol
                        pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_NETLINK), pyseccomp.Arg(2, pyseccomp.NE, NETLINK_ROUTE))
-    for option in (PR_SET_SECCOMP, PR_FUTEX_HASH, PR_SET_MEMORY_MERGE):
+    refused_options = (PR_SET_SECCOMP, PR_FUTEX_HASH, PR_SET_MEMORY_MERGE)
+    for option in refused_options:
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, option))
+    for mask, value in _int_holes(set(PRCTL_OPTIONS + refused_options)):  # every other option
+        rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, mask, value))
     for option in BUFFER_OPTIONS + FILTER_OPTIONS:  # setsockopt(fd, level, option, ...): level and option are C ints, so only
         # their low 32 bits are compared (Linux ignores the rest, and a filter that compared all 64 would not)
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setsockopt",
@@ -387,3 +415,12 @@ def _byte_holes(allowed: set[int], shift: int, prefix: int = 0, prefix_mask: int
         else:
             pairs += [(prefix_mask | 0xFF << shift, prefix | value << shift) for value in values if value not in allowed]
     return pairs
+
+
+def _int_holes(allowed: set[int]) -> list[tuple[int, int]]:
+    """(mask, value) pairs that together match every C int (an argument's low 32 bits) that is not ``allowed``, a
+    set of values below 256: one pair for each bit above the first byte (a value with it set), and the first
+    byte's holes (:func:`_byte_holes`) among the values with none set. Pairs may match one value twice, so all
+    of them must take one action. For ``prctl``'s options and ``madvise``'s advice."""
+    assert all(0 <= value < 256 for value in allowed)
+    return [(1 << bit, 1 << bit) for bit in range(8, 32)] + _byte_holes(allowed, 0, 0, INT_BITS & ~0xFF)
