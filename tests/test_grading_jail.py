@@ -215,6 +215,20 @@ report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21)
 report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
 report["MADV_MERGEABLE"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 12))  # KSM's scanner (round 79)
 report["PR_SET_MEMORY_MERGE"] = outcome(libc.prctl(67, 1, 0, 0, 0))
+# reads past the page cache, from the host's disk each time (round 83: O_DIRECT; RWF_DONTCACHE drops what it read)
+try:
+    os.close(os.open(sys.executable, os.O_RDONLY | os.O_DIRECT))
+    report["O_DIRECT"] = "ok"
+except OSError as error:
+    report["O_DIRECT"] = errno.errorcode[error.errno]
+report["F_SETFL O_DIRECT"] = outcome(libc.fcntl(python, 4, ctypes.c_int(os.O_DIRECT)))
+how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0)  # struct open_how: flags, mode, resolve
+report["openat2"] = outcome(libc.syscall(NUMBERS["openat2"], -100, b"/etc/hostname", how, 24))
+try:
+    os.preadv(python, [bytearray(4096)], 0, 0x80)  # RWF_DONTCACHE
+    report["RWF_DONTCACHE"] = "ok"
+except OSError as error:
+    report["RWF_DONTCACHE"] = errno.errorcode[error.errno]
 # prctl options and madvise advice are allowlists: others answer EINVAL (round 81)
 auxv = ctypes.create_string_buffer(4096)
 report["PR_GET_AUXV"] = outcome(libc.prctl(0x41555856, auxv, 4096, 0, 0))
@@ -328,7 +342,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
                             "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset", "ioctl",
-                            "mbind")}
+                            "mbind", "openat2")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -359,6 +373,8 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "name_to_handle_at": "ENOSYS", "ioctl SIOCGIFVLAN": "ENOTTY", "ioctl SIOCGIFBR": "ENOTTY",
                       "setsid": "EPERM", "MADV_MERGEABLE": "EPERM", "PR_SET_MEMORY_MERGE": "EPERM",
                       "MAP_HUGETLB": "EPERM", "mbind": "EPERM",
+                      "O_DIRECT": "EINVAL", "F_SETFL O_DIRECT": "EINVAL", "openat2": "ENOSYS",
+                      "RWF_DONTCACHE": "ENOTSUP",
                       "PR_GET_AUXV": "EINVAL", "PR_SET_MDWE": "EINVAL", "PR_SET_NAME": "ok",
                       "MADV_GUARD_INSTALL": "EINVAL", "MADV_DONTNEED": "ok",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",
@@ -462,7 +478,7 @@ def test_a_kernels_epoll_watches_pipes_and_locks_are_counted_and_refused_past_it
     assert "[jail] the kernel made its 10 pipes; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 8 record locks; later ones are refused" in result.stderr
     assert "[jail] the kernel made its 300 shared mappings; later ones are refused" in result.stderr
-    assert jail.BUDGETS == {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096,
+    assert jail.BUDGETS == {"epoll watches": 512, "pipes": 64, "record locks": 4096, "shared mappings": 4096,
                             "local sockets": 256}
 
 

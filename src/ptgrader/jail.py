@@ -150,9 +150,13 @@ COUNTED = {"epoll watches": (("epoll_ctl",), errno.ENOSPC), "pipes": (("pipe", "
 #: its code, a lock call setting at most two of them, about 200 bytes each; 13 to 32 shared mappings, the libraries
 #: it loads past the warm server's; 12 local sockets and a connection, its zmq sockets and event loops: 256 of them
 #: hold about 100 MiB at the default buffer size), and with four kernels graded at once, a share of the
-#: uid's allowance: 16,384 watches; 256 pipes, 4,096 pages, and beside them the one pipe Linux keeps for each thread
+#: uid's allowance: 2,048 watches; 256 pipes, 4,096 pages, and beside them the one pipe Linux keeps for each thread
 #: that calls ``sendfile`` or ``splice`` (round 67: 170 threads, 2,720 pages a kernel), 14,976 of the 16,384 pages.
-BUDGETS = {"epoll watches": 4096, "pipes": 64, "record locks": 4096, "shared mappings": 4096, "local sockets": 256}
+#: Watches 512, not more: an epoll's ``/proc/<pid>/fdinfo`` file is one record of every watch, and each descriptor
+#: that read it keeps a buffer of that record's size, rounded up to a power of two, in kernel memory that no rlimit
+#: counts (round 83: 3,700 watches made 512 KiB buffers, and 5,244 descriptors held 2.6 GB, as a regular user); at
+#: 512 watches a buffer is 64 KiB.
+BUDGETS = {"epoll watches": 512, "pipes": 64, "record locks": 4096, "shared mappings": 4096, "local sockets": 256}
 #: Shared mappings of a kernel that grades on an accelerator: its driver maps its device files for its memory (not
 #: measured: the 2-core machine has no GPU), so the budget is 16 times larger, still under 3 % of the table on the
 #: large machines GPUs come in, where ``fs.file-max`` is in the millions.

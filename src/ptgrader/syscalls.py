@@ -87,6 +87,8 @@ filter is inherited across fork and exec, and no process can remove it):
   9,779 sockets, and meanwhile no unprivileged program could load a seccomp filter, the jail of the next kernel
   included. No lab uses native AIO, filters sockets or loads a filter of its own.
 - **the host's disk and page cache** (``sync``, ``syncfs``, ``quotactl``, ``quotactl_fd``, ``sync_file_range``, ``fadvise64``,
+  ``O_DIRECT`` in ``open``'s, ``openat``'s and ``fcntl(F_SETFL)``'s flags, ``openat2``, whose flags the filter
+  cannot read, and ``preadv2``'s and ``pwritev2``'s ``RWF_DONTCACHE``,
   ``madvise(MADV_COLD, MADV_PAGEOUT)``, ``process_madvise``, ``fcntl(F_NOTIFY)``): ``sync`` writes back every file system of the machine, and ``syncfs`` the whole file
   system a descriptor is on, the host's disk for a file of the folders bound read-only in the jail (a read-only
   bind is a read-only view of a writable file system; round 69 flushed 206 MB of other programs' data with one
@@ -98,7 +100,11 @@ filter is inherited across fork and exec, and no process can remove it):
   page-out, on all 426 file mappings of the kernel), and ``F_NOTIFY`` watches a host folder. ``fsync``
   stays, as torch's checkpoints call it: on a file no one changed it writes no data, though ext4 still asks the
   disk to flush its cache each time (round 77: a loop of them cost another program about 12 % of its writes on
-  this machine's virtual disk, against a loop of plain calls).
+  this machine's virtual disk, against a loop of plain calls). Reads that bypass the page cache come from the
+  host's disk each time: round 83's kernel read 107 GB of a host library in 50 s with ``O_DIRECT``, and another
+  program's reads of that disk ran 9 to 24 times slower, its ``fsync``'d writes 40 to 300 times; ``RWF_DONTCACHE``
+  drops what it read. These answer ``EINVAL`` (``O_DIRECT``, as a file system without it does), ``ENOSYS``
+  (``openat2``) and ``EOPNOTSUPP`` (the flags); plain reads go through the cache, where a second read is free.
 - **the host's file systems through** ``ioctl``: a file system answers commands of its own on any file of it,
   the host's files bound read-only included, and some need no privilege and no write access: round 74's kernel
   flushed a whole host btrfs file system (``BTRFS_IOC_SYNC``) as ``syncfs`` did. So ``ioctl`` is an allowlist
@@ -160,6 +166,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 import socket
 import tempfile
 
@@ -180,7 +187,7 @@ SECCOMP_RET_ERRNO = 0x0005_0000
 ALLOWED = frozenset({
     # files and folders
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
-    "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "dup", "dup2", "dup3",
+    "open", "openat", "creat", "close", "close_range", "lseek", "dup", "dup2", "dup3",
     "stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2",
     "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
     "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "readlink", "readlinkat",
@@ -260,6 +267,10 @@ EPOLL_CTL_ADD = 1  # epoll_ctl's second argument: the one operation that adds a 
 F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's pipe allowance)
 F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
 F_NOTIFY = 1026  # fcntl's command that watches a folder (dnotify)
+F_SETFL = 4  # fcntl's command that sets a descriptor's status flags (O_DIRECT among them)
+#: ``preadv2`` and ``pwritev2`` flags from ``RWF_DONTCACHE`` (0x80: read or write, then drop the pages read) up:
+#: every bit from the eighth answers EOPNOTSUPP, as a flag Linux does not know (see the module's docstring).
+RWF_REFUSED_BITS = range(7, 32)
 MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise's advice that pushes a mapping's pages, a file's cache included, out
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, holds MAP_SHARED's bit)
 MAP_HUGETLB = 0x40000  # mmap's flag for pages of the machine's one pool of huge pages
@@ -328,6 +339,15 @@ def compile_filter(accelerators: bool = False) -> bytes:
         rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "madvise", pyseccomp.Arg(2, pyseccomp.MASKED_EQ, mask, value))
     for command in (F_SETPIPE_SZ, F_SETLEASE, F_NOTIFY):
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, command))
+    # reads past the page cache, straight from the host's disk: O_DIRECT, as open's or openat's flags or set later
+    rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "open", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
+    rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "openat",
+                   pyseccomp.Arg(2, pyseccomp.MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
+    rules.add_rule(pyseccomp.ERRNO(errno.EINVAL), "fcntl", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, F_SETFL),
+                   pyseccomp.Arg(2, pyseccomp.MASKED_EQ, os.O_DIRECT, os.O_DIRECT))
+    for call in ("preadv2", "pwritev2"):  # (fd, iov, iovcnt, pos_l, pos_h, flags): RWF_DONTCACHE and later flags
+        for bit in RWF_REFUSED_BITS:
+            rules.add_rule(pyseccomp.ERRNO(errno.EOPNOTSUPP), call, pyseccomp.Arg(5, pyseccomp.MASKED_EQ, 1 << bit, 1 << bit))
     for call in ("socket", "socketpair"):  # the family is the first argument of both
         for family in SOCKET_FAMILIES:  # counted by the keeper (ptgrader.jail.COUNTED); netlink: its route protocol
             only_route = [pyseccomp.Arg(2, pyseccomp.EQ, NETLINK_ROUTE)] if family == socket.AF_NETLINK else []
