@@ -757,7 +757,7 @@ def test_a_jailed_kernel_sees_only_itself_and_writes_only_its_own_folders(tmp_pa
     assert all(proc[name] for name in ("cpuinfo", "meminfo", "stat", "self", "sys")), proc
     limits = default_limits()
     assert seen["limits"] == {"AS": limits["address_space"], "NPROC": limits["processes"],
-                              "FSIZE": limits["file_size"], "CORE": 0}
+                              "FSIZE": limits["file_size"], "CORE": 1}
     if userns:
         assert seen["uid"] == 1000
 

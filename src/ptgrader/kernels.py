@@ -207,7 +207,11 @@ def default_limits() -> dict[str, int]:
     1,024, and every program of the instructor's uid with the usual limit failed to pass a descriptor); with 512,
     765 at most. Locked memory: 8 MiB at most (Linux's usual default, lower where the grader's own limit is): pages
     a kernel locks stay in memory whatever else needs it, and where the grader runs with no limit (as root in some
-    containers), a kernel could otherwise lock as much as its address space.
+    containers), a kernel could otherwise lock as much as its address space. Core dumps: a limit of 1 byte, not 0.
+    Linux ignores the limit where ``kernel.core_pattern`` pipes dumps to a program (Ubuntu's apport,
+    systemd-coredump), which then starts as root, outside the jail, at every crash of a kernel's process (round 84),
+    except at exactly 1, which it reads as "never pipe" (its guard against a crashing crash handler); and a dump to
+    a file needs at least a page, so 1 allows none either.
     """
     cpus = os.cpu_count() or 2
     locked_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
@@ -216,7 +220,7 @@ def default_limits() -> dict[str, int]:
         "processes": 10 * (15 + cpus),
         "file_size": 64 * MIB,
         "open_files": 512,
-        "core": 0,
+        "core": 1,  # no dump at all, piped ones included (see above)
         "realtime_priority": 0,
         "nice_ceiling": 0,
         "pending_signals": 256,
