@@ -727,6 +727,8 @@ def _broken_submissions() -> list[HostileCase]:
         HostileCase("tall_image", _broken_cell("tall_image"), _all("full"), "unsafe_outputs", policy=True),
         HostileCase("tiny_images_shown_tall", _broken_cell("tiny_images_shown_tall"), _all("full"), "unsafe_outputs",
                     policy=True),
+        HostileCase("slow_to_decode_images", _broken_cell("slow_to_decode_images"), _all("full"), "unsafe_outputs",
+                    policy=True),
         HostileCase("xss_markdown", _broken_cell("xss_markdown"), _all("full"), "", policy=True),
         HostileCase("tall_markdown_image", _broken_cell("tall_markdown_image"), _all("full"), "", policy=True),
         # 1,000 unclosed <ul><li>: shown as text on the pages (its twenty-fold took the sanitiser 179 s, round 7)

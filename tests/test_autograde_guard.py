@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import base64
 import copy
 import importlib
+import io
 import json
 import os
 import re
@@ -32,7 +34,8 @@ import torch
 from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
-from ptgrader.outputs import MAX_IMAGE_HEIGHT, height_shown, make_notebook_safe, make_safe
+from ptgrader.outputs import (MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, decoding_asked, height_shown, image_decoding,
+                              make_notebook_safe, make_safe)
 from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
@@ -1423,6 +1426,40 @@ def test_a_notebooks_images_add_at_most_their_budget_to_the_page() -> None:
     assert shown[3:] == [4096] * kept + [0] * (95 - kept) + [480]  # an image that still fits after them is kept
     assert flood.outputs[-1].data["text/plain"].startswith("[image/png output not kept by the grader: the notebook's")
     assert flood.outputs[-1].metadata == {}
+
+
+def test_a_notebooks_images_ask_a_browser_at_most_their_decoding_budget() -> None:
+    """Round 84: JPEGs of a few kB, each 4096 x 4096 px by its header in hundreds of progressive scans and shown
+    1 px wide (under every other limit), cost a browser minutes of CPU. An image asks its pixels times its passes
+    (a JPEG's scans, a progressive one's several), and a notebook's images together at most MAX_IMAGE_DECODING,
+    kept in order: the round's pictures go, and of plain 4096 px pictures those that still fit stay."""
+    from PIL import Image
+
+    shown: list = []
+    fixture = hostile.BROKEN / "slow_to_decode_images.py"
+    exec(compile(fixture.read_text(encoding="utf-8"), str(fixture), "exec"), {"display": shown.append})  # noqa: S102
+    slow = [base64.b64encode(picture._repr_jpeg_()[0]).decode() for picture in shown]
+    plot, large = html_pages.encoded_image(640, 480), html_pages.encoded_image(4096, 4096)
+    progressive = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(progressive, "JPEG", progressive=True)
+    assert image_decoding("image/png", plot) == 640 * 480
+    assert image_decoding("image/jpeg", html_pages.encoded_image(64, 64, "JPEG")) == 64 * 64  # one scan
+    assert image_decoding("image/jpeg", base64.b64encode(progressive.getvalue()).decode()) > 3 * 64 * 64
+    assert all(image_decoding("image/jpeg", picture) >= 100 * 4096 * 4096 for picture in slow)
+
+    def cell(pictures: list[str], mime: str = "image/png", size: dict | None = None) -> nbformat.NotebookNode:
+        return nbformat.v4.new_code_cell("show()", outputs=[
+            nbformat.v4.new_output("display_data", data={mime: picture}, metadata={mime: size} if size else {})
+            for picture in pictures])
+
+    honest, later = cell([plot, plot]), cell([plot])
+    nb = nbformat.v4.new_notebook(cells=[honest, cell(slow, "image/jpeg", {"width": 1, "height": 1}),
+                                         cell([large] * 6), later])
+    assert make_notebook_safe(nb) == 3 + 6 - 3
+    asked = [decoding_asked(output) for each in nb.cells for output in each.outputs]
+    assert sum(asked) <= MAX_IMAGE_DECODING and asked[:2] == [640 * 480] * 2
+    assert asked[2:] == [0] * 3 + [4096 * 4096] * 3 + [0] * 3 + [640 * 480]  # what still fits after them is kept
+    assert "pixels a browser decodes" in nb.cells[2].outputs[-1].data["text/plain"]
 
 
 @pytest.mark.parametrize("template", ["classic", "lab"])

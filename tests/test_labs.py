@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ptgrader.outputs import MAX_IMAGE_HEIGHT, MAX_IMAGE_SIZE
+from ptgrader.outputs import MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, MAX_IMAGE_SIZE
 from ptgrader.safe_html import CELL_METADATA_KEPT, FORMAT_CHARACTERS, NOTEBOOK_METADATA_KEPT
 from ptgrader.score import IN_KERNEL_SHARE
 from tests import hostile, html_pages, lab_tools, run_profile
@@ -424,6 +424,11 @@ def test_feedback_and_formgrader_pages_run_nothing_a_submission_wrote(lab: str, 
                       for kind, by_student in pages.items() for student, page in by_student.items()
                       if html_pages.images_height(page) > MAX_IMAGE_HEIGHT)
     assert not towering, f"pages whose pictures together are taller than the budget: {towering[:3]}"
+    # Round 84: pictures of a few kB, each 4096 x 4096 px in hundreds of progressive JPEG scans
+    slow = sorted(f"{kind} page of {student}: {html_pages.images_decoding(page):,} pixels to decode"
+                  for kind, by_student in pages.items() for student, page in by_student.items()
+                  if html_pages.images_decoding(page) > MAX_IMAGE_DECODING)
+    assert not slow, f"pages whose pictures together ask a browser more decoding than the budget: {slow[:3]}"
     # Round 58: a text-direction override in a comment made it read otherwise than it ran
     drawn = sorted(f"{kind} page of {student}" for kind, by_student in pages.items()
                    for student, page in by_student.items() if FORMAT_CHARACTERS.search(page))

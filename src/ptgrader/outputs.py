@@ -30,6 +30,14 @@ MAX_IMAGE_SIZE = 4096
 #: largest size, or about forty ordinary plots. Round 74: a 70-byte PNG shown 4096 px tall, 95 times in one cell
 #: (each under every limit on its own), made a part's feedback page 400,000 px tall, its verdict far out of sight.
 MAX_IMAGE_HEIGHT = 5 * MAX_IMAGE_SIZE
+#: The most decoding a graded notebook's images may ask of the browser that shows its pages, in pixels times passes
+#: over them (a JPEG's scans): four images of the largest size read once, or about 200 ordinary plots. Round 84:
+#: 70 JPEGs of 9 kB, each said by its header to be 4096 x 4096 px in 300 progressive scans (and shown 1 px wide),
+#: cost the reader's browser 4 minutes of CPU to scroll through the feedback page; 330 distinct 1-bit PNGs of
+#: 4096 x 4096 px, 33 s. Neither bytes, nor the size shown, nor the height a page gives them bound that.
+MAX_IMAGE_DECODING = 4 * MAX_IMAGE_SIZE**2
+#: Where a JPEG starts a scan (its "start of scan" marker): entropy-coded data cannot hold these bytes.
+JPEG_SCAN = b"\xff\xda"
 #: The format Pillow must find in each image type's bytes.
 IMAGE_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF"}
 #: What :func:`make_safe` names when it drops metadata.
@@ -66,13 +74,29 @@ def image_header(mime: str, data: object) -> tuple[int, int, bool] | str:
     from PIL import Image  # imported late: only outputs with an image need it
 
     try:
-        text = "".join(data) if isinstance(data, list) else data if isinstance(data, str) else ""
-        raw = base64.b64decode("".join(text.split()), validate=True)  # line breaks are base64's, not data
-        with Image.open(io.BytesIO(raw), formats=[IMAGE_FORMATS[mime]]) as image:
+        with Image.open(io.BytesIO(_image_bytes(data)), formats=[IMAGE_FORMATS[mime]]) as image:
             # an APNG says its frames in its header; a GIF is read as far as a second frame
             return (*image.size, getattr(image, "is_animated", False))
     except (binascii.Error, ValueError, OSError, Image.DecompressionBombError) as problem:
         return f"{mime} that is no readable {IMAGE_FORMATS[mime]} ({type(problem).__name__})"
+
+
+def image_decoding(mime: str, data: object) -> int:
+    """How much decoding one image asks of a browser: its pixels, by its own header, times its passes over them,
+    a JPEG's scans (counted by their markers, so never fewer than it has: a marker's bytes inside a comment count
+    too) and one for the other formats; 0 for bytes that are no image of their type (:func:`image_refused`)."""
+    header = image_header(mime, data)
+    if isinstance(header, str):
+        return 0
+    width, height, _ = header
+    passes = max(1, _image_bytes(data).count(JPEG_SCAN)) if mime == "image/jpeg" else 1
+    return width * height * passes
+
+
+def _image_bytes(data: object) -> bytes:
+    """An image output's bytes from its base64 text (a string, or nbformat's list of lines)."""
+    text = "".join(data) if isinstance(data, list) else data if isinstance(data, str) else ""
+    return base64.b64decode("".join(text.split()), validate=True)  # line breaks are base64's, not data
 
 
 def image_refused(mime: str, data: object) -> str:
@@ -139,30 +163,44 @@ def make_safe(output: NotebookNode) -> list[str]:
 
 def make_notebook_safe(nb: NotebookNode) -> int:
     """Apply :func:`make_safe` to every output of every cell, then keep images, in the notebook's order, only while
-    they add at most :data:`MAX_IMAGE_HEIGHT` to the page (:func:`drop_images_past_the_page_budget`); return how many
-    outputs changed."""
+    they add at most :data:`MAX_IMAGE_HEIGHT` to the page and :data:`MAX_IMAGE_DECODING` to a browser's decoding
+    (:func:`drop_images_past_the_budgets`); return how many outputs changed."""
     outputs = [output for cell in nb.cells for output in cell.get("outputs", [])]
     changed = {id(output) for output in outputs if make_safe(output)}
-    changed |= {id(output) for output in drop_images_past_the_page_budget(outputs)}
+    changed |= {id(output) for output in drop_images_past_the_budgets(outputs)}
     return len(changed)
 
 
-def drop_images_past_the_page_budget(outputs: list[NotebookNode]) -> list[NotebookNode]:
-    """Drop the images of each output that would take the page past :data:`MAX_IMAGE_HEIGHT`; return those outputs.
+def decoding_asked(output: NotebookNode) -> int:
+    """How much decoding the images of one (already safe) output ask of a browser: the most of its image types
+    (a page shows one of them), each by :func:`image_decoding`."""
+    data = output.get("data", {})
+    return max((image_decoding(mime, data[mime]) for mime in IMAGE_TYPES if mime in data), default=0)
 
-    Why a budget for the whole notebook, not a limit per image: each image under every limit of its own (4096 px,
-    one frame, a few bytes) still adds its height to the page, and the output budgets count bytes, not pixels.
+
+def drop_images_past_the_budgets(outputs: list[NotebookNode]) -> list[NotebookNode]:
+    """Drop the images of each output that would take the page past :data:`MAX_IMAGE_HEIGHT`, or a browser's
+    decoding past :data:`MAX_IMAGE_DECODING`; return those outputs.
+
+    Why budgets for the whole notebook, not limits per image: each image under every limit of its own (4096 px,
+    one frame, a few bytes) still adds its height to the page and its pixels to what a browser decodes, and the
+    output budgets count bytes, not pixels.
     """
-    dropped, used = [], 0
+    dropped, height_used, decoding_used = [], 0, 0
     for output in outputs:
-        height = height_shown(output) if output.get("output_type") in _RICH else 0
-        if used + height <= MAX_IMAGE_HEIGHT:
-            used += height
+        rich = output.get("output_type") in _RICH
+        height, decoding = (height_shown(output), decoding_asked(output)) if rich else (0, 0)
+        if height_used + height <= MAX_IMAGE_HEIGHT and decoding_used + decoding <= MAX_IMAGE_DECODING:
+            height_used += height
+            decoding_used += decoding
             continue
         data = output["data"]
         images = sorted(mime for mime in data if mime in IMAGE_TYPES)
-        note = (f"[{', '.join(images)} output not kept by the grader: the notebook's images already fill "
-                f"{used} of the {MAX_IMAGE_HEIGHT} px of page they may take]")
+        full = (f"already fill {height_used} of the {MAX_IMAGE_HEIGHT} px of page they may take"
+                if height_used + height > MAX_IMAGE_HEIGHT else
+                f"already ask {decoding_used:,} of the {MAX_IMAGE_DECODING:,} pixels a browser decodes for them"
+                " (pixels times a JPEG's scans)")
+        note = f"[{', '.join(images)} output not kept by the grader: the notebook's images {full}]"
         output["data"] = {"text/plain": data.get("text/plain") or note}
         output["metadata"] = {}
         dropped.append(output)
