@@ -137,7 +137,7 @@ def test_the_kernels_environment_is_an_allow_list() -> None:
 #: Run in a jailed process after a line that defines NUMBERS (system call numbers) and CLONE_NEWUSER: each
 #: call either succeeds ("ok") or names its errno.
 TRY_SYSCALLS = r"""
-import ctypes, errno, json, os, socket, subprocess, sys, threading
+import ctypes, errno, json, os, resource, socket, subprocess, sys, threading
 import torch
 libc = ctypes.CDLL(None, use_errno=True)
 def outcome(result):
@@ -215,6 +215,10 @@ report["MADV_PAGEOUT"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 21)
 report["MADV_COLD"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 20))
 report["MADV_MERGEABLE"] = outcome(libc.madvise(ctypes.c_void_p(mapped), 4096, 12))  # KSM's scanner (round 79)
 report["PR_SET_MEMORY_MERGE"] = outcome(libc.prctl(67, 1, 0, 0, 0))
+# the core limit stays 1 (round 84: lowered to 0, Linux pipes a crash to the machine's handler, as root)
+report["prlimit64 RLIMIT_CORE"] = outcome(libc.syscall(NUMBERS["prlimit64"], 0, 4, (ctypes.c_ulong * 2)(0, 1), None))
+report["setrlimit RLIMIT_CORE"] = outcome(libc.syscall(NUMBERS["setrlimit"], 4, (ctypes.c_ulong * 2)(0, 1)))
+report["RLIMIT_CORE read"] = resource.getrlimit(resource.RLIMIT_CORE)
 # reads past the page cache, from the host's disk each time (round 83: O_DIRECT; RWF_DONTCACHE drops what it read)
 try:
     os.close(os.open(sys.executable, os.O_RDONLY | os.O_DIRECT))
@@ -342,7 +346,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
     numbers = {name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
                for name in ("add_key", "keyctl", "clone", "clone3", "socket", "setsockopt", "fanotify_init", "mq_open",
                             "io_setup", "seccomp", "sync", "process_madvise", "landlock_create_ruleset", "ioctl",
-                            "mbind", "openat2")}
+                            "mbind", "openat2", "setrlimit", "prlimit64")}
     code = f"NUMBERS = {numbers!r}\nCLONE_NEWUSER = {jail.CLONE_NEWUSER}\n{TRY_SYSCALLS}"
     spec, path = _jail_spec(tmp_path, tmp_path)
     outside_uid = spec.uid if not spec.userns else os.getuid()
@@ -375,6 +379,7 @@ def test_the_system_call_filter_refuses_keyrings_and_namespaces_and_lets_torch_r
                       "MAP_HUGETLB": "EPERM", "mbind": "EPERM",
                       "O_DIRECT": "EINVAL", "F_SETFL O_DIRECT": "EINVAL", "openat2": "ENOSYS",
                       "RWF_DONTCACHE": "ENOTSUP",
+                      "prlimit64 RLIMIT_CORE": "EPERM", "setrlimit RLIMIT_CORE": "EPERM", "RLIMIT_CORE read": [1, 1],
                       "PR_GET_AUXV": "EINVAL", "PR_SET_MDWE": "EINVAL", "PR_SET_NAME": "ok",
                       "MADV_GUARD_INSTALL": "EINVAL", "MADV_DONTNEED": "ok",
                       "NETLINK 2**32 + NETLINK_GENERIC": "EPROTONOSUPPORT", "quotactl_fd Q_SYNC": "EPERM",

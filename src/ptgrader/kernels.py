@@ -211,7 +211,8 @@ def default_limits() -> dict[str, int]:
     Linux ignores the limit where ``kernel.core_pattern`` pipes dumps to a program (Ubuntu's apport,
     systemd-coredump), which then starts as root, outside the jail, at every crash of a kernel's process (round 84),
     except at exactly 1, which it reads as "never pipe" (its guard against a crashing crash handler); and a dump to
-    a file needs at least a page, so 1 allows none either.
+    a file needs at least a page, so 1 allows none either. The soft limit may not be lowered to 0 either: the
+    system call filter refuses any change of it (:mod:`ptgrader.syscalls`).
     """
     cpus = os.cpu_count() or 2
     locked_hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]

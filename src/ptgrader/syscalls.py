@@ -156,6 +156,10 @@ The whole of an honest grading run of every lab (the grader and its kernels, tra
 ``PR_SET_NAME``, ``PR_GET_NAME``, ``PR_SET_PDEATHSIG``, ``PR_CAPBSET_READ``, ``PR_SET_NO_NEW_PRIVS``,
 ``PR_CAP_AMBIENT`` and ``MADV_DONTNEED``.
 
+``setrlimit`` and ``prlimit64`` may not change the core limit (``EPERM``): the jail sets it to 1 byte, the one
+value at which Linux never pipes a crash to the machine's handler (apport, systemd-coredump), which runs as root
+outside the jail; lowered to 0, the limit Linux ignores for a pipe, a crash would start it again (round 84).
+
 The filter is compiled here, in the grader, where the Python binding ``pyseccomp`` (over Debian's
 ``libseccomp2``) is installed, into a classic BPF program that :mod:`ptgrader.jail` loads with one
 ``prctl`` in the kernel's process, after its namespaces are made and before any code of the
@@ -268,6 +272,7 @@ F_SETPIPE_SZ = 1031  # fcntl's command that enlarges a pipe (against the uid's p
 F_SETLEASE = 1024  # fcntl's command that takes a lease on a file
 F_NOTIFY = 1026  # fcntl's command that watches a folder (dnotify)
 F_SETFL = 4  # fcntl's command that sets a descriptor's status flags (O_DIRECT among them)
+RLIMIT_CORE = 4  # the core limit's resource number (setrlimit, prlimit64), the same on every Linux architecture
 #: ``preadv2`` and ``pwritev2`` flags from ``RWF_DONTCACHE`` (0x80: read or write, then drop the pages read) up:
 #: every bit from the eighth answers EOPNOTSUPP, as a flag Linux does not know (see the module's docstring).
 RWF_REFUSED_BITS = range(7, 32)
@@ -358,6 +363,11 @@ def compile_filter(accelerators: bool = False) -> bytes:
                        pyseccomp.Arg(0, pyseccomp.GT, max(SOCKET_FAMILIES)))
         rules.add_rule(pyseccomp.ERRNO(errno.EPROTONOSUPPORT), call,  # (family, type, protocol): another protocol
                        pyseccomp.Arg(0, pyseccomp.EQ, socket.AF_NETLINK), pyseccomp.Arg(2, pyseccomp.NE, NETLINK_ROUTE))
+    # the core limit stays 1 byte, soft and hard (ptgrader.kernels.default_limits): lowered to 0, Linux would pipe a
+    # crash to the machine's handler again (round 84); prlimit64(pid, resource, new, old) only read stays
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "setrlimit", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, RLIMIT_CORE))
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prlimit64", pyseccomp.Arg(1, pyseccomp.MASKED_EQ, INT_BITS, RLIMIT_CORE),
+                   pyseccomp.Arg(2, pyseccomp.NE, 0))
     refused_options = (PR_SET_SECCOMP, PR_FUTEX_HASH, PR_SET_MEMORY_MERGE)
     for option in refused_options:
         rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prctl", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, INT_BITS, option))
