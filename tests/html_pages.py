@@ -151,6 +151,10 @@ def typesetting(html: str) -> list[str]:
     return [part for part in active_parts(html) if "mathjax" in part.lower()]
 
 
+#: An image embedded in a page (a data URI in an ``<img>``'s ``src``): its MIME type and its base64 text.
+_EMBEDDED = re.compile(r"""\bsrc\s*=\s*["']?data:(image/[a-z]+);base64,([A-Za-z0-9+/=\s]+)""", flags=re.IGNORECASE)
+
+
 def oversized_images(html: str, largest: int) -> list[str]:
     """The ``<img>`` tags of a page wider or taller than ``largest`` px, by their attributes or by the image's own
     header (a ``data:`` URL's, read with Pillow): one said to be 2**31 - 1 px tall pushed every part after it past
@@ -158,9 +162,9 @@ def oversized_images(html: str, largest: int) -> list[str]:
     found = []
     for tag in re.findall(r"<img\b[^>]*>", html, flags=re.IGNORECASE):
         sizes = [int(size) for size in re.findall(r"""\b(?:width|height)\s*=\s*["']?(\d+)""", tag, flags=re.I)]
-        embedded = re.search(r"""\bsrc\s*=\s*["']?data:image/[a-z]+;base64,([A-Za-z0-9+/=\s]+)""", tag, flags=re.I)
+        embedded = _EMBEDDED.search(tag)
         if embedded:
-            sizes += _header_size(embedded.group(1))
+            sizes += _header_size(embedded.group(2))
         if any(size > largest for size in sizes):
             found.append(tag[:120])
     return found
@@ -174,8 +178,8 @@ def images_height(html: str) -> int:
     for tag in re.findall(r"<img\b[^>]*>", html, flags=re.IGNORECASE):
         said = {key.lower(): int(value) for key, value in
                 re.findall(r"""\b(width|height)\s*=\s*["']?(\d+)""", tag, flags=re.I)}
-        embedded = re.search(r"""\bsrc\s*=\s*["']?data:image/[a-z]+;base64,([A-Za-z0-9+/=\s]+)""", tag, flags=re.I)
-        header = _header_size(embedded.group(1)) if embedded else []
+        embedded = _EMBEDDED.search(tag)
+        header = _header_size(embedded.group(2)) if embedded else []
         if "height" in said:
             total += said["height"]
         elif header:
@@ -187,13 +191,10 @@ def images_decoding(html: str) -> int:
     """How much decoding a page's embedded images ask of a browser, in pixels times passes (a JPEG's scans), as the
     grader counts it (:func:`ptgrader.outputs.image_decoding`). Round 84: 70 JPEGs of 9 kB in 300 progressive scans
     each cost a browser 4 minutes of CPU."""
-    from ptgrader.outputs import image_decoding
+    from ptgrader.outputs import IMAGE_TYPES, image_decoding
 
-    total = 0
-    for kind, encoded in re.findall(r"""\bsrc\s*=\s*["']?data:image/(png|jpeg|gif);base64,([A-Za-z0-9+/=\s]+)""", html,
-                                    flags=re.IGNORECASE):
-        total += image_decoding(f"image/{kind.lower()}", encoded)
-    return total
+    return sum(image_decoding(mime.lower(), encoded) for mime, encoded in _EMBEDDED.findall(html)
+               if mime.lower() in IMAGE_TYPES)
 
 
 def encoded_image(width: int, height: int, kind: str = "PNG", frames: int = 1) -> str:
