@@ -33,7 +33,8 @@ import torch
 
 from ptgrader import cgroups, channel, contract, course, jail
 from ptgrader.course import CourseRecord
-from ptgrader.kernels import SHELL_SETTINGS, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation, default_limits
+from ptgrader.kernels import (SHELL_SETTINGS, STOP_SIGNAL, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation,
+                              default_limits)
 from ptgrader.outputs import (MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, decoding_asked, height_shown, image_decoding,
                               make_notebook_safe, make_safe)
 from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
@@ -1235,6 +1236,7 @@ def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
 
     assert contract.COMPLETION_FORMAT == ptchecks.COMPLETION_FORMAT
     assert channel.MIME == ptchecks.OUTPUT_MIME
+    assert STOP_SIGNAL == ptchecks.STOP_SIGNAL
     assert contract.CHECKS_MODULE == ptchecks.__name__
     compile(contract.hold_source({"test_x": "x = 1\n'''quotes'''"}), "hold", "exec")
 

@@ -64,7 +64,12 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
         (lambda t: setattr(torch.backends.cudnn, "benchmark", True) or t * 2, "modes changed", ["cuDNN"]),
         # round 60: every later compile of an argument named x made dynamic
         (lambda t: setattr(torch.compiler.config, "dynamic_sources", "L['x']") or t * 2, "modes changed",
-         ["torch.compiler.config"]),
+         ["torch's configuration modules"]),
+        # round 86: .item() captured in the graph, so a block that kept its graph break showed none
+        (lambda t: setattr(torch._dynamo.config, "capture_scalar_outputs", True) or t * 2, "modes changed",
+         ["torch's configuration modules"]),
+        (lambda t: setattr(torch.fx.experimental._config, "backed_size_oblivious", True) or t * 2, "modes changed",
+         ["torch's configuration modules"]),
     ],
 )
 def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, seen: object,
@@ -78,7 +83,34 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
         torch.autograd.set_detect_anomaly(False)
         torch.backends.cudnn.benchmark = False
         torch.compiler.config.dynamic_sources = ""
+        torch._dynamo.config.capture_scalar_outputs = False
+        torch.fx.experimental._config.backed_size_oblivious = False
     assert contract[key] == seen
+
+
+def _with_item(x: torch.Tensor) -> torch.Tensor:
+    return x * x.max().item()
+
+
+def test_a_configuration_changed_before_the_first_test_cell_is_put_back_at_its_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 86: a solution cell above lab 05's first test cell set ``capture_scalar_outputs``, which then was the
+    baseline every test cell started from, and a block that kept its ``.item()`` showed no graph break. The baseline
+    is taken at the grader's hold, before any student code; each test cell starts from it."""
+    monkeypatch.setattr(contract, "_BASELINE", {})
+    ptchecks.hold_baseline()  # right after the set-up cell
+    torch._dynamo.config.capture_scalar_outputs = True  # a solution cell
+    torch._inductor.config.max_autotune = True
+    try:
+        assert [name for name, _ in contract._torch_config()] == [
+            "torch._dynamo.config.capture_scalar_outputs", "torch._inductor.config.max_autotune"]
+        contract.put_back_quiet_settings()  # what ptchecks.begin does first
+        assert not torch._dynamo.config.capture_scalar_outputs and not torch._inductor.config.max_autotune
+        assert contract._torch_config() == ()
+        assert torch._dynamo.explain(_with_item)(torch.ones(3)).graph_break_count == 1
+    finally:
+        torch._dynamo.config.capture_scalar_outputs = False
+        torch._inductor.config.max_autotune = False
 
 
 def _seeded_and_put_back(n: int) -> list[int]:
@@ -659,7 +691,8 @@ def test_modes_set_back_to_their_defaults_are_seen_from_an_unusual_caller(monkey
     finally:
         torch.set_grad_enabled(True)
         torch.use_deterministic_algorithms(False)
-    assert seen == ["deterministic algorithms", "grad mode"]
+    # torch mirrors deterministic algorithms in torch._inductor.config.deterministic: seen there too
+    assert seen == ["deterministic algorithms", "grad mode", "torch's configuration modules"]
     threads = torch.get_num_threads()
     try:
         pinned = contract_of(lambda t: torch.set_num_threads(1) or t * 2, torch.ones(2), monkeypatch=monkeypatch)

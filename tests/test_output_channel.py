@@ -11,6 +11,8 @@ import base64
 import contextlib
 import json
 import math
+import os
+import signal
 import time
 
 import pytest
@@ -336,3 +338,40 @@ def test_a_long_loop_of_outputs_leaves_in_bounded_messages(monkeypatch: pytest.M
     shell, shown = _graded_shell(monkeypatch)
     shell.run_cell(f"for i in range({ptchecks.MAX_PENDING + 3}):\n    ptchecks.emit(f'o{{i}}', i)", store_history=False)
     assert [len(batch) for batch in shown] == [ptchecks.MAX_PENDING, 3]
+
+
+def test_a_cell_the_grader_stops_ends_at_its_next_output_and_the_next_cell_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grader's signal only notes the run it arrived in: the cell stops at its next output (or harness call),
+    never inside the student's code, and a stop that arrives after its cell ended stops nothing later."""
+    shell, shown = _graded_shell(monkeypatch)
+    running = ["cell 1"]
+    monkeypatch.setattr(ptchecks, "_execution_id", lambda: running[0])
+    monkeypatch.setattr(ptchecks, "_STOP_ASKED", [""])
+    previous = signal.getsignal(ptchecks.STOP_SIGNAL)
+    try:
+        stopped = shell.run_cell(
+            "ptchecks.emit('a', 1)\nimport os, signal\nos.kill(os.getpid(), ptchecks.STOP_SIGNAL)\n"
+            "reached = 'after the signal'\nptchecks.emit('b', 2)\nreached = 'past the stop'", store_history=False)
+        assert isinstance(stopped.error_in_exec, ptchecks.StoppedByTheGrader)
+        assert shell.user_ns["reached"] == "after the signal"
+        assert [[payload["name"] for payload in batch] for batch in shown] == [["a"]]
+        os.kill(os.getpid(), ptchecks.STOP_SIGNAL)  # late: between two cells, for the one that ended
+        running[0] = "cell 2"
+        assert shell.run_cell("ptchecks.emit('c', 3)\nptchecks.call('d', abs, -1)", store_history=False).success
+        assert [payload["name"] for batch in shown[1:] for payload in batch] == ["c", "d", "d: contract"]
+    finally:
+        signal.signal(ptchecks.STOP_SIGNAL, previous)
+
+
+def test_outputs_that_waited_leave_at_the_next_output_or_harness_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that the grader sees a wrong output before the cell's costly later cases run, not at its end."""
+    shell, shown = _graded_shell(monkeypatch)
+    clock = [100.0]
+    monkeypatch.setattr(ptchecks.time, "monotonic", lambda: clock[0])
+    shell.user_ns.update(clock=clock, shown=shown)
+    shell.run_cell("ptchecks.emit('a', 1)\nclock[0] += 0.01\nptchecks.emit('b', 2)\nsoon = len(shown)\n"
+                   f"clock[0] += {ptchecks.FLUSH_AFTER_S}\nptchecks.call('c', abs, -1)\nlater = len(shown)\n",
+                   store_history=False)
+    assert (shell.user_ns["soon"], shell.user_ns["later"]) == (0, 1)
+    assert [[payload["name"] for payload in batch] for batch in shown] == [["a", "b"], ["c", "c: contract"]]

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
-from ptgrader import score
+from ptgrader import channel, compare, score
 from ptgrader.cells import number_cells
 from ptgrader.receive import MAX_OUTPUT_DEPTH, OutputReceiver, measured_size
 from ptgrader.report import GradingReport
@@ -189,6 +189,43 @@ def test_a_name_sent_twice_in_one_cell_counts_as_not_sent() -> None:
     received = receiver.emitted[3]
     assert received["answer"] is None and "(sent twice: answer)" in received
     assert any(name.startswith("(malformed output") for name in received)
+
+
+class _Kernel:
+    """A kernel manager that only counts the grader's requests to stop the running cell."""
+
+    def __init__(self) -> None:
+        self.stops = 0
+
+    def ask_to_stop(self) -> None:
+        self.stops += 1
+
+
+def test_the_kernel_is_asked_to_stop_a_cell_once_at_its_first_deciding_difference() -> None:
+    """A part whose output already differs earns nothing whatever follows: its cell is stopped, once, there. What a
+    check saw costs only a share (its later outputs may still earn the rest), and another cell is another part."""
+    reference = {"right": channel.Output(1), "wrong": channel.Output(2), "later": channel.Output(3)}
+    receiver = _Receiver(nbformat.v4.new_notebook())
+    receiver.km = _Kernel()
+    receiver.start_receiving(GradingReport("s", "lab", "nb"), {}, {3: reference, 4: {"twice": channel.Output(5)}})
+    receiver._receive({"name": "right", "typed": 1}, 3)
+    receiver._receive({"name": "not in the reference", "typed": 0}, 3)
+    receiver._receive({"name": "seen", "typed": False, "observation": True}, 3)
+    assert receiver.km.stops == 0 and receiver.stopped_cells == set()
+    receiver._receive({"name": "wrong", "typed": 2.0}, 3)  # a float where the reference sent an int
+    receiver._receive({"name": "later", "typed": 0}, 3)
+    assert receiver.km.stops == 1 and receiver.stopped_cells == {3}
+    for _ in range(2):  # a name sent twice is not sent: the part earns nothing
+        receiver._receive({"name": "twice", "typed": 5}, 4)
+    assert receiver.km.stops == 2 and receiver.stopped_cells == {3, 4}
+
+
+def test_a_stopped_cells_verdict_counts_the_outputs_it_never_computed() -> None:
+    reference = {name: channel.Output(index) for index, name in enumerate("abcd")}
+    found = channel.differences({"a": channel.Output(0), "b": channel.Output(7)}, reference)
+    assert compare.worded(found, stopped=False) == "b: 7, expected 1; c: not sent; d: not sent"
+    assert compare.worded(found, stopped=True) == (
+        "b: 7, expected 1; the grader stopped the cell there, so 2 later outputs were not computed")
 
 
 def test_a_list_in_one_message_is_received_output_by_output() -> None:

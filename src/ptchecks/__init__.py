@@ -35,7 +35,10 @@ import json
 import itertools
 import math
 import os
+import signal
 import sys
+import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -63,6 +66,7 @@ __all__ = [
     "emit",
     "emit_elsewhere",
     "emit_tree",
+    "hold_baseline",
 ]
 
 #: The line the autograder looks for at the end of a graded test cell.
@@ -469,6 +473,12 @@ def canaries() -> None:
     verdict("grader canaries", "checkers reject wrong values; nothing patched")
 
 
+def hold_baseline() -> None:
+    """Called by the grader's hold, right after the lab's set-up cell and before any student code: the quiet settings
+    as they are now are the ones every graded test cell starts from (``contract._quiet_baseline``)."""
+    contract._quiet_baseline()
+
+
 def begin(test_id: str) -> None:
     """Start a graded test cell (inserted by the autograder as the cell's first line).
 
@@ -601,6 +611,7 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
           observation: bool = False) -> None:
     """:func:`emit`; an ``observation`` (what a check saw, from :func:`_observe`) is marked as one for the grader,
     which counts it among what the kernel decides (book/instructors.md says how much that weighs)."""
+    _stop_point()
     if _SENT.get(name) == _execution_id():
         raise ValueError(f"emit: the output name {name!r} was already used in this cell")
     if isinstance(value, torch.Tensor):
@@ -622,9 +633,12 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
         payload.update(rtol=float(rtol), atol=float(atol))
     _SENT[name] = _execution_id()
     if os.environ.get(_GRADING[0]) == _GRADING[1]:
+        _listen_for_stop()
+        if not _PENDING:
+            _PENDING_SINCE[0] = time.monotonic()
         _PENDING.append(payload)
         shell = _shell()
-        if shell is None or len(_PENDING) >= MAX_PENDING:
+        if shell is None or len(_PENDING) >= MAX_PENDING or _waited(FLUSH_AFTER_S):
             _flush()
         elif _flush not in shell.events.callbacks["post_execute"]:
             shell.events.register("post_execute", _flush)
@@ -638,6 +652,62 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
 _PENDING: list[dict[str, Any]] = []
 #: Sent at once when this many wait, so that a loop of checks does not hold a submission's outputs.
 MAX_PENDING = 256
+#: Sent once the first of them has waited this long (seconds), at the next output or call of the harness: the
+#: grader compares them as they come, and stops the cell at its first difference (:func:`_stop_point`). At most
+#: ten messages a second, where one per output cost a lab 02 submission 0.28 s.
+FLUSH_AFTER_S = 0.1
+#: When the first of the waiting outputs was sent (time.monotonic()).
+_PENDING_SINCE = [0.0]
+
+
+def _waited(seconds: float) -> bool:
+    """Whether outputs wait, the first of them for ``seconds`` or more."""
+    return bool(_PENDING) and time.monotonic() - _PENDING_SINCE[0] >= seconds
+
+
+#: The signal by which the grader asks the running test cell to stop (``ptgrader.kernels.STOP_SIGNAL``; a test holds
+#: them equal). Its default action is to ignore it, so a kernel that has no handler for it just goes on.
+STOP_SIGNAL = signal.SIGWINCH
+#: The run of a cell (its execute request's id) the grader asked to stop; "" while it asked none.
+_STOP_ASKED = [""]
+
+
+class StoppedByTheGrader(BaseException):  # noqa: N818  (not an error of the student's code: a message from the grader)
+    """Raised where the grader asked the running test cell to stop: an output it sent differs from the reference's.
+
+    A BaseException, so that no ``except Exception`` in a test cell or a check takes it for the answer's error.
+    """
+
+
+def _on_stop_signal(signum: int, frame: object) -> None:
+    """The grader's :data:`STOP_SIGNAL`: note which run of a cell it stops, for :func:`_stop_point` to raise there.
+
+    Only noted: raising here could interrupt the student's code anywhere, and leave its state half changed for the
+    parts after it. Tagged with the run it arrived in, so that a stop meant for one cell never stops the next.
+    """
+    _STOP_ASKED[0] = _execution_id() or "outside a cell"
+
+
+def _listen_for_stop() -> None:
+    """Handle :data:`STOP_SIGNAL` from now on (in a graded kernel's main thread, where Python runs handlers)."""
+    if signal.getsignal(STOP_SIGNAL) is not _on_stop_signal and threading.current_thread() is threading.main_thread():
+        signal.signal(STOP_SIGNAL, _on_stop_signal)
+
+
+def _stop_point() -> None:
+    """Between two outputs, and before each call of the contract harness: send the outputs that have waited
+    :data:`FLUSH_AFTER_S`, and stop this run of the cell where the grader asked it to.
+
+    Why: once one output of a test cell differs from the reference solution's, the part earns nothing whatever
+    the cell does next, so the grader asks the cell to stop (:data:`STOP_SIGNAL`) instead of letting it run every
+    later case. Stopping here, between the student's calls, leaves nothing half done. A kernel that ignores the
+    request only takes longer; the verdict is the grader's either way.
+    """
+    if _waited(FLUSH_AFTER_S):
+        _flush()
+    if _STOP_ASKED[0] and _STOP_ASKED[0] == _execution_id():
+        raise StoppedByTheGrader("the grader found an output of this cell that differs from the reference solution's"
+                                 " (the part earns nothing), and stopped the cell there: its later checks did not run")
 
 
 def _flush() -> None:

@@ -51,6 +51,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
+import copy
 import dis
 import functools
 import gc
@@ -63,6 +65,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils._config_module import _UNSET_SENTINEL, ConfigModule
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["call", "type_tree"]
@@ -977,6 +980,54 @@ def _fusion_strategy() -> object:
     return found
 
 
+#: Each setting of torch's configuration modules imported so far (``torch._dynamo.config``, ``torch._inductor.config``,
+#: ``torch.fx.experimental._config`` ...): its ContextVar -> (module, name), and how many modules Python had loaded when
+#: this was last made (:func:`_config_settings`).
+_CONFIG_SETTINGS: dict[contextvars.ContextVar, tuple[ConfigModule, str]] = {}
+_MODULES_LOADED = [0]
+
+
+def _config_settings() -> dict[contextvars.ContextVar, tuple[ConfigModule, str]]:
+    """:data:`_CONFIG_SETTINGS`, made again only when a module was imported since (a new configuration module)."""
+    if len(sys.modules) != _MODULES_LOADED[0]:
+        _MODULES_LOADED[0] = len(sys.modules)
+        for module in [module for module in list(sys.modules.values()) if isinstance(module, ConfigModule)]:
+            for name, entry in module._config.items():
+                _CONFIG_SETTINGS[entry.user_override] = (module, name)
+    return _CONFIG_SETTINGS
+
+
+def _torch_config() -> tuple[tuple[str, object], ...]:
+    """Every setting of torch's configuration modules that code set to something other than its default, by name.
+
+    Why all of them: a setting of ``torch._dynamo.config`` (``capture_scalar_outputs``) made ``.item()`` in a block
+    no graph break, so a block that kept two of its three graph breaks showed none (round 86). Each setting lives in
+    a ContextVar of the kernel's context, set only once changed (or once read, for a list or a dict: set to a copy of
+    its default), so the context's few variables are read, not the thousand settings.
+    """
+    settings = _config_settings()
+    found = []
+    for variable, value in contextvars.copy_context().items():
+        if variable in settings and value is not _UNSET_SENTINEL:
+            module, name = settings[variable]
+            if value != module._config[name].default:
+                found.append((f"{module.__name__}.{name}", copy.copy(value)))
+    return tuple(sorted(found, key=lambda setting: setting[0]))
+
+
+def _set_torch_config(found: tuple[tuple[str, object], ...]) -> None:
+    """Set torch's configuration modules back to ``found`` (:func:`_torch_config`): every other setting to its default."""
+    wanted = dict(found)
+    for module, name in list(_config_settings().values()):
+        label = f"{module.__name__}.{name}"
+        value = module._config[name].user_override.get()
+        if label in wanted:
+            if value is not wanted[label]:
+                setattr(module, name, copy.copy(wanted[label]))
+        elif value is not _UNSET_SENTINEL and value != module._config[name].default:
+            setattr(module, name, _UNSET_SENTINEL)
+
+
 def _set_sdp(found: tuple[bool, ...]) -> None:
     for kind, enabled in zip(_SDP, found, strict=True):
         getattr(_CUDA, f"enable_{kind}_sdp")(enabled)
@@ -1018,9 +1069,9 @@ _QUIET: dict[str, tuple[Callable[[], object], Callable[[Any], object]]] = {
     "autocast (other devices)": (lambda: tuple((torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
                                                for kind in _OTHER_AUTOCAST), _set_other_autocast),
     "torch.compile stance and backend": (_compiler_settings, _set_compiler_settings),
-    # round 60: dynamic_sources left set made every later compile of an argument named x dynamic
-    "torch.compiler.config": (lambda: tuple(sorted(torch.compiler.config.get_config_copy().items())),
-                              lambda found: [setattr(torch.compiler.config, key, value) for key, value in found]),
+    # round 60: torch.compiler.config's dynamic_sources left set made every later compile of an argument named x
+    # dynamic; round 86: torch._dynamo.config's capture_scalar_outputs hid a graph break
+    "torch's configuration modules": (_torch_config, _set_torch_config),
     "TorchScript fusion": (lambda: (torch.jit.onednn_fusion_enabled(), _fusion_strategy()),
                            lambda found: (torch.jit.enable_onednn_fusion(found[0]),
                                           torch._C._jit_set_fusion_strategy(found[1]))),
@@ -1052,11 +1103,14 @@ _BASELINE: dict[str, object] = {}
 
 
 def _quiet_baseline() -> dict[str, object]:
-    """The quiet settings as they were when the checks first looked (the first graded test cell's start).
+    """The quiet settings as they were when the checks first looked: in a graded run, the grader's hold, right after
+    the lab's set-up cell and before any student code (``ptchecks.hold_baseline``); else the first call.
 
     Not at import: the lab's own cells set some of them (``ptlabs.setup`` sets the print options), and the
     checks are imported before them in a student's run and after them in the reference's (round 23: an
-    honest answer lost its part to print options "changed" against the import's).
+    honest answer lost its part to print options "changed" against the import's). Not at the first test cell's
+    start either: a setting changed in a solution cell above it became the baseline, which every later test cell
+    went back to (round 86).
     """
     if not _BASELINE:
         _BASELINE.update(_quiet_settings())
@@ -1359,8 +1413,9 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     under :class:`_GlobalDraws`, and ``drew from the global generator`` says whether any random operation did,
     even one whose state the function put back.
     """
-    from ptchecks import emit_tree  # the package's own emit, recorded in its tamper record
+    from ptchecks import emit_tree, _stop_point  # the package's own, recorded in its tamper record
 
+    _stop_point()  # before the function runs three times: the grader may have stopped the cell already
     found = _quiet_settings()
     left_changed = _changed(_quiet_baseline(), found) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
     put_back_quiet_settings(found)

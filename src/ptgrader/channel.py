@@ -137,6 +137,10 @@ def size(payload: object) -> int:
     return len(json.dumps(payload, default=str))
 
 
+#: How :func:`differences` ends the line of an output the kernel did not send (or sent twice).
+NOT_SENT = ": not sent"
+
+
 def differences(actual: dict[str, Output | None], reference: dict[str, Output]) -> list[str]:
     """Why the student's outputs of one test cell are not the reference's ([] when they all match)."""
     import torch
@@ -145,7 +149,7 @@ def differences(actual: dict[str, Output | None], reference: dict[str, Output]) 
     for name, expected in reference.items():
         sent = actual.get(name)
         if sent is None:
-            found.append(f"{name}: not sent")
+            found.append(f"{name}{NOT_SENT}")
             continue
         value = sent.value
         if isinstance(expected.value, torch.Tensor):

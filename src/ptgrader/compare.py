@@ -107,6 +107,29 @@ class Comparison:
     compared: bool
 
 
+def deciding_outputs(nb: NotebookNode, reference: dict[str, dict[str, channel.Output]]
+                     ) -> dict[int, dict[str, channel.Output]]:
+    """Test cell index -> the reference's outputs that decide its part: what the student's code computed, not what a
+    check saw (an observation costs only a share of the part)."""
+    found = {}
+    for index, cell in graded_test_cells(nb):
+        deciding = {name: output for name, output in reference.get(grade_id(cell), {}).items() if not output.observation}
+        if deciding:
+            found[index] = deciding
+    return found
+
+
+def worded(differences: list[str], *, stopped: bool) -> str:
+    """The first few of a cell's ``differences``, for its verdict. In a cell the grader stopped at its first
+    difference (:meth:`~ptgrader.receive.OutputReceiver._stop_at_a_difference`), the outputs it then never computed
+    are counted, not listed."""
+    if not stopped:
+        return "; ".join(differences[:5])
+    computed = [line for line in differences if not line.endswith(channel.NOT_SENT)] or differences[:1]
+    later = len(differences) - len(computed)
+    return "; ".join(computed[:5]) + f"; the grader stopped the cell there, so {later} later outputs were not computed"
+
+
 def compare(nb: NotebookNode, emitted: dict[int, dict[str, channel.Output | None]],
             reference: dict[str, dict[str, channel.Output]]) -> dict[int, Comparison]:
     """index -> the comparison of every test cell the reference sent outputs for."""

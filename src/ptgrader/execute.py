@@ -47,7 +47,7 @@ from traitlets import Bool, Integer, List, Unicode
 
 from . import contract, jail, report as reports, score
 from .cells import graded_test_cells, grade_id, number_cells, setup_index
-from .compare import IOPUB_TIMEOUT_S, compare, reference_outputs
+from .compare import IOPUB_TIMEOUT_S, compare, deciding_outputs, reference_outputs, worded
 from .course import CourseRecord
 from .kernel_client import RECEIVED_BYTES_BUDGET
 from .kernel_run import KernelRun
@@ -271,7 +271,8 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             reference = reference_outputs(source, isolation, self.warm_server(GraderTemp.current(), isolation),
                                           timeout=self.timeout, log=self.log)
         originals = self._wrap_test_cells(nb, self._expected_checks(source))
-        self.start_receiving(report, {index: token_line for index, (_, token_line) in originals.items()})
+        self.start_receiving(report, {index: token_line for index, (_, token_line) in originals.items()},
+                             deciding_outputs(nb, reference))
         # The course (the packages kernels import are read-only in the jail, and may be edited meanwhile)
         record = CourseRecord.take(Path(coursedir.root), shared=not self.watch_graded)
         stopped_at = None
@@ -291,8 +292,11 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             name = grade_id(nb.cells[index])
             if found.outputs:
                 report.outputs_differ.append(name)
-                failures[index].append(Failure(
-                    score.DIFFER, "compared by the grader with the reference solution's: " + "; ".join(found.outputs[:5])))
+                stopped = index in self.stopped_cells
+                if stopped:
+                    report.stopped_at_a_difference.append(name)
+                failures[index].append(Failure(score.DIFFER, "compared by the grader with the reference solution's: "
+                                               + worded(found.outputs, stopped=stopped)))
             elif found.compared:
                 compared.add(index)
             if found.checks:

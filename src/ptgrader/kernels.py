@@ -75,6 +75,11 @@ MAX_MESSAGE_BYTES = 32 * MIB
 #: 30 MiB strings, with zmq's default of 1000, took the grader to 4.6 GB).
 UNREAD_MESSAGES = 4
 
+#: The signal that asks a kernel to stop its running test cell, whose outputs already differ from the reference's
+#: (``ptchecks.STOP_SIGNAL``; a test holds them equal). Its default action is to ignore it: a kernel that has not
+#: installed the checks' handler (PID 1 of its namespace takes no signal it has no handler for) just goes on.
+STOP_SIGNAL = signal.SIGWINCH
+
 #: Accelerator device nodes a kernel may open (only those that exist are bound).
 ACCELERATOR_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd")
 
@@ -497,6 +502,13 @@ class IsolatedKernelManager(RepollingKernelManager):
         if self.kernel_pidfd >= 0:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.kernel_pidfd, signal.SIGKILL)
+
+    def ask_to_stop(self) -> None:
+        """Ask the kernel to stop its running test cell (:data:`STOP_SIGNAL`); it stops at its next output or call
+        of the contract harness (``ptchecks._stop_point``), never inside the student's code."""
+        if self.kernel_pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.kernel_pidfd, STOP_SIGNAL)
 
     def cpu_seconds(self) -> float:
         """CPU time the kernel and the children it waited for have used so far (0 when not known)."""

@@ -14,7 +14,10 @@ bounded before it is kept:
   holds it, up to 256 characters, and charged to the budget;
 - outputs of the grader's own type (:data:`ptgrader.channel.MIME`) leave the stream and are decoded
   without running anything; a name sent twice in one run of a cell is kept as a mistake, which
-  fails the comparison, so code that runs late in a cell cannot overwrite a test's output.
+  fails the comparison, so code that runs late in a cell cannot overwrite a test's output;
+- each of those is compared with the reference's as it arrives: at a test cell's first difference the
+  part earns nothing whatever follows, so the kernel is asked to stop that cell
+  (:meth:`~ptgrader.kernels.IsolatedKernelManager.ask_to_stop`) instead of running its later cases.
 """
 
 from __future__ import annotations
@@ -113,11 +116,16 @@ class OutputReceiver:
     max_submission_output_bytes: int
     nb: NotebookNode
 
-    def start_receiving(self, report: Any, expected_tokens: dict[int, str]) -> None:
-        """Forget the last submission's outputs; ``expected_tokens``: cell index -> the completion line to look for."""
+    def start_receiving(self, report: Any, expected_tokens: dict[int, str],
+                        expected_outputs: dict[int, dict[str, channel.Output]] | None = None) -> None:
+        """Forget the last submission's outputs; ``expected_tokens``: cell index -> the completion line to look for;
+        ``expected_outputs``: test cell index -> the reference's outputs that decide the part
+        (:func:`~ptgrader.compare.deciding_outputs`), compared as they arrive."""
         self._report = report
         self._expected_tokens = expected_tokens
+        self._expected_outputs = expected_outputs or {}
         self.seen_tokens: set[int] = set()
+        self.stopped_cells: set[int] = set()  # test cells asked to stop at their first difference
         self.emitted: dict[int, Received] = {}
         self._emitted_bytes = 0
         self._emitted_count = 0  # every output received, a malformed one or one sent twice included
@@ -334,6 +342,24 @@ class OutputReceiver:
         if name in emitted:
             emitted[f"(sent twice: {name})"] = None
             emitted[name] = None
-            return True
-        emitted[name] = value
+        else:
+            emitted[name] = value
+        self._stop_at_a_difference(cell_index, name, emitted[name])
         return True
+
+    def _stop_at_a_difference(self, cell_index: int, name: str, output: channel.Output | None) -> None:
+        """Ask the kernel to stop ``cell_index`` once an output that decides its part differs from the reference's.
+
+        The comparison is the final one's (:func:`~ptgrader.channel.differences`), which runs again after the run and
+        alone decides: a stopped cell earns nothing because that output differs, and its later outputs, not
+        computed, change nothing. What a check saw (an observation) costs only a share of the part, so it stops
+        nothing: the outputs after it may still earn the rest.
+        """
+        expected = self._expected_outputs.get(cell_index, {}).get(name)
+        if expected is None or cell_index in self.stopped_cells:
+            return
+        if channel.differences({name: output}, {name: expected}):
+            self.stopped_cells.add(cell_index)
+            ask_to_stop = getattr(getattr(self, "km", None), "ask_to_stop", None)
+            if ask_to_stop is not None:
+                ask_to_stop()

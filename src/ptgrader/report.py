@@ -44,6 +44,7 @@ class GradingReport:
     truncated_cells: list[int] = field(default_factory=list)
     unsafe_outputs: int = 0  # rich outputs whose HTML/JavaScript/SVG was not kept
     outputs_differ: list[str] = field(default_factory=list)  # test cells whose sent outputs are not the reference's
+    stopped_at_a_difference: list[str] = field(default_factory=list)  # of those, the cells stopped at the first one
     checks_differ: list[str] = field(default_factory=list)  # test cells whose checks saw in the kernel what the reference's did not
     rules_broken: list[str] = field(default_factory=list)  # test cells whose rule about the code's source is broken
     dropped_outputs: int = 0  # outputs and display updates past the submission's output budget
