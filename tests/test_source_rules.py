@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from ptgrader.ipython_code import parse
-from ptgrader.source_rules import call_rules, forbidden_calls, loop_rules, python_loops
+from ptgrader.source_rules import call_rules, forbidden_calls, loop_rules, module_aliases, python_loops
 
 VECTORISED = (
     "def segment_sum(values, ids, n):\n    out = values.new_zeros((n, values.shape[1]))\n"
@@ -213,6 +213,37 @@ def test_a_forbidden_call_anywhere_the_function_reaches_breaks_the_rule(cells: d
 def test_the_allowed_mechanism_and_code_the_function_does_not_use_pass() -> None:
     cells = {2: "def train(loss):\n    loss.backward()", 3: PENALTY}
     assert forbidden_calls(cells, "r1_penalty", "backward") == []
+
+
+STRIDES = "def expand_strides(shape, stride, target):\n    return tuple(0 for _ in target)"
+#: The names lab 01's set-up binds to torch's modules (``policy.setup_module_names`` of its locked cells).
+TORCH_NAMES = module_aliases({"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "math": "math",
+                              "ptlabs": "ptlabs"}, "torch")
+
+
+@pytest.mark.parametrize(
+    ("cells", "found"),
+    [
+        # round 86: torch's own broadcasting rule, plain Python, which no in-kernel count of torch calls sees
+        ({4: STRIDES.replace("return", "torch.broadcast_shapes(tuple(shape), tuple(target))\n    return")},
+         "torch in expand_strides (notebook cell 5, line 2)"),
+        ({4: "from torch import broadcast_shapes as fits\n" + STRIDES.replace("return", "fits(shape, target)\n    return")},
+         "torch in fits (notebook cell 5, line 1)"),
+        ({4: "import torch.nn as layers\n" + STRIDES.replace("return", "layers.Module\n    return")}, "torch in layers"),
+        ({4: STRIDES.replace("return", "F.pad\n    return")}, "torch in expand_strides (notebook cell 5, line 2)"),
+        ({4: STRIDES.replace("return", "nn.Identity\n    return")}, "torch in expand_strides"),
+        ({4: STRIDES.replace("return", "__import__('torch')\n    return")}, "torch in expand_strides"),
+    ],
+)
+def test_a_module_forbidden_is_forbidden_under_every_name_the_lab_gave_it(cells: dict[int, str], found: str) -> None:
+    assert TORCH_NAMES == {"torch", "F", "nn"}
+    assert any(found in where for where in forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES))
+
+
+def test_integer_arithmetic_names_no_torch() -> None:
+    cells = {3: "import math\n\ndef scratch(x):\n    return torch.empty_strided((2,), (1,), device='meta')",
+             4: STRIDES.replace("return", "math.prod(shape)\n    return")}
+    assert forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES) == []
 
 
 class _ParsesWhenCollected:

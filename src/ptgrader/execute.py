@@ -58,7 +58,7 @@ from .reading_budget import ReadingTooDeep, ReadingTooLong, cpu_budget
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
-from .source_rules import call_rules, forbidden_calls, loop_rules, python_loops
+from .source_rules import call_rules, forbidden_calls, loop_rules, module_aliases, python_loops
 from .warm import WarmKernels
 
 __all__ = ["REPORT_NAME", "GuardedExecute", "IsolationUnavailable", "setup_index"]
@@ -242,7 +242,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             else:
                 compared = self._grade_run(nb, resources, report, isolation, coursedir, info, failures)
                 with cpu_budget(self.reading_budget):
-                    self._check_source_rules(nb, trusted, report, failures)
+                    self._check_source_rules(nb, trusted, test_ids, report, failures)
         except ReadingTooLong:
             report.withheld = (f"reading the submission's code took over {self.reading_budget} s of the grader's CPU"
                                " (cells far longer or more tangled than a solution needs)")
@@ -336,16 +336,18 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             kept[KEPT_FINDINGS:] = [f"more findings after these {KEPT_FINDINGS} (not listed)"]
         return kept
 
-    def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], report: GradingReport,
-                            failures: dict[int, list[Failure]]) -> None:
+    def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], test_ids: set[str],
+                            report: GradingReport, failures: dict[int, list[Failure]]) -> None:
         """A part whose test cell asks for no Python loop, or forbids a call, fails when the student's code
         has one (read, not run)."""
         cells = {index: nb.cells[index].source for index in self.student_cells}
+        modules = dict(_locked_names(tuple(trusted.items()), frozenset(test_ids))[0])
         for index, cell in graded_test_cells(nb):
             trusted_source = trusted.get(grade_id(cell), "")
             broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function))
                       for function in loop_rules(trusted_source)]
-            broken += [(f"{function} must not call {callee}, and names it: ", forbidden_calls(cells, function, callee))
+            broken += [(f"{function} must not call {callee}, and names it: ",
+                        forbidden_calls(cells, function, callee, module_aliases(modules, callee)))
                        for callee, function in call_rules(trusted_source)]
             for message, found in broken:
                 if found:

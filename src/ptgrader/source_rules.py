@@ -31,7 +31,10 @@ where a forbidden mechanism gives the same numbers: ``loss.backward(create_graph
 gradient ``torch.autograd.grad`` would, and clearing ``.grad`` afterwards hides it from every check a
 kernel can run. Any use of the name in what the function reaches breaks the rule: an attribute
 (``t.backward``, ``torch.autograd.backward``), a plain name, an import of it under any alias, or a
-string equal to it (``getattr(t, "backward")``).
+string equal to it (``getattr(t, "backward")``). The name may be a module (``# ptgrader: no call of torch in
+expand_strides``): then an import from it, and every name the lab's own cells bound to it or to one of its
+submodules (the set-up's ``F`` and ``nn``), count too. Round 86: the in-kernel count of torch calls sees only what
+goes through ``__torch_function__``, and ``torch.broadcast_shapes`` is plain Python.
 """
 
 from __future__ import annotations
@@ -394,21 +397,35 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
     return found
 
 
-def _mentions(node: ast.AST, callee: str) -> Iterator[int]:
-    """The lines where ``node`` names ``callee``: an attribute, a name, an imported name or a string."""
+def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset()) -> Iterator[int]:
+    """The lines where ``node`` names ``callee``: an attribute, a name (or one of ``aliases``), an imported name, a
+    module imported from, or a string."""
     for inner in ast.walk(node):
         named = ((isinstance(inner, ast.Attribute) and inner.attr == callee)
-                 or (isinstance(inner, ast.Name) and inner.id == callee)
-                 or (isinstance(inner, ast.alias) and inner.name.split(".")[-1] == callee)
+                 or (isinstance(inner, ast.Name) and (inner.id == callee or inner.id in aliases))
+                 or (isinstance(inner, ast.alias) and callee in inner.name.split("."))
+                 or (isinstance(inner, ast.ImportFrom) and callee in (inner.module or "").split("."))
                  or (isinstance(inner, ast.Constant) and inner.value == callee))
         if named:
             yield getattr(inner, "lineno", getattr(node, "lineno", 0))
 
 
-def forbidden_calls(cells: dict[int, str], function: str, callee: str) -> list[str]:
-    """Where the student's ``function``, or anything of theirs it uses, names ``callee`` ([] when nowhere)."""
+def forbidden_calls(cells: dict[int, str], function: str, callee: str,
+                    aliases: frozenset[str] = frozenset()) -> list[str]:
+    """Where the student's ``function``, or anything of theirs it uses, names ``callee`` ([] when nowhere).
+
+    ``aliases``: other names the lab's own cells bound to it (for ``torch``, the set-up's ``F`` and ``nn``: round
+    86's ``torch.broadcast_shapes`` would have been ``F``'s neighbour away), each a mention too.
+    """
     reached = _reached(cells, function)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     return [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
-            for name, index, node in reached[0] for line in sorted(set(_mentions(node, callee)))]
+            for name, index, node in reached[0] for line in sorted(set(_mentions(node, callee, aliases)))]
+
+
+def module_aliases(module_names: dict[str, str], callee: str) -> frozenset[str]:
+    """The names in ``module_names`` (name -> module, as ``policy.setup_module_names`` reads the lab's locked cells)
+    bound to the module ``callee`` or to one of its submodules: ``{"torch", "F", "nn"}`` for ``torch``."""
+    return frozenset(name for name, module in module_names.items()
+                     if module == callee or module.startswith(f"{callee}."))
