@@ -70,6 +70,9 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
          ["torch's configuration modules"]),
         (lambda t: setattr(torch.fx.experimental._config, "backed_size_oblivious", True) or t * 2, "modes changed",
          ["torch's configuration modules"]),
+        # round 87: the setting's own table changed, no override set
+        (lambda t: setattr(torch._dynamo.config._config["capture_scalar_outputs"], "default", True) or t * 2,
+         "modes changed", ["torch's configuration modules"]),
     ],
 )
 def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, seen: object,
@@ -85,7 +88,9 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
         torch.compiler.config.dynamic_sources = ""
         torch._dynamo.config.capture_scalar_outputs = False
         torch.fx.experimental._config.backed_size_oblivious = False
+        torch._dynamo.config._config["capture_scalar_outputs"].default = False
     assert contract[key] == seen
+    assert not torch._dynamo.config.capture_scalar_outputs  # the harness put the table back
 
 
 def _with_item(x: torch.Tensor) -> torch.Tensor:
@@ -98,19 +103,31 @@ def test_a_configuration_changed_before_the_first_test_cell_is_put_back_at_its_s
     baseline every test cell started from, and a block that kept its ``.item()`` showed no graph break. The baseline
     is taken at the grader's hold, before any student code; each test cell starts from it."""
     monkeypatch.setattr(contract, "_BASELINE", {})
+    monkeypatch.setattr(contract, "_TABLES", {})
     ptchecks.hold_baseline()  # right after the set-up cell
     torch._dynamo.config.capture_scalar_outputs = True  # a solution cell
     torch._inductor.config.max_autotune = True
+    entries = torch._dynamo.config._config
+    entries["capture_dynamic_output_shape_ops"].env_value_force = True  # round 87: the table itself
+    torch.fx.experimental._config._config["translation_validation"].default = True
     try:
         assert [name for name, _ in contract._torch_config()] == [
             "torch._dynamo.config.capture_scalar_outputs", "torch._inductor.config.max_autotune"]
+        assert [module.__name__ for module in contract._tables_changed()] == [
+            "torch.fx.experimental._config", "torch._dynamo.config"]
         contract.put_back_quiet_settings()  # what ptchecks.begin does first
+        assert contract._put_back_tables()
         assert not torch._dynamo.config.capture_scalar_outputs and not torch._inductor.config.max_autotune
-        assert contract._torch_config() == ()
+        assert not torch._dynamo.config.capture_dynamic_output_shape_ops
+        assert not torch.fx.experimental._config.translation_validation
+        assert contract._torch_config() == () and contract._tables_changed() == []
         assert torch._dynamo.explain(_with_item)(torch.ones(3)).graph_break_count == 1
+        assert contract._tables_changed() == []  # torch's own work leaves the tables as they were
     finally:
         torch._dynamo.config.capture_scalar_outputs = False
         torch._inductor.config.max_autotune = False
+        entries["capture_dynamic_output_shape_ops"].env_value_force = contract._UNSET_SENTINEL
+        torch.fx.experimental._config._config["translation_validation"].default = False
 
 
 def _seeded_and_put_back(n: int) -> list[int]:

@@ -475,8 +475,10 @@ def canaries() -> None:
 
 def hold_baseline() -> None:
     """Called by the grader's hold, right after the lab's set-up cell and before any student code: the quiet settings
-    as they are now are the ones every graded test cell starts from (``contract._quiet_baseline``)."""
+    and torch's tables of configuration settings as they are now are what every graded test cell starts from
+    (``contract._quiet_baseline``, ``contract._tables_baseline``)."""
     contract._quiet_baseline()
+    contract._tables_baseline()
 
 
 def begin(test_id: str) -> None:
@@ -487,6 +489,7 @@ def begin(test_id: str) -> None:
     """
     LEDGER.reset(test_id, keep_going=True)
     contract.put_back_quiet_settings()  # what an earlier part left changed is that part's
+    contract._put_back_tables()
     contract.mark_cell_start()
 
 
@@ -644,8 +647,9 @@ def _send(name: str, value: Any, *, rtol: float | None = None, atol: float | Non
             shell.events.register("post_execute", _flush)
 
 
-#: Outputs waiting to leave the kernel: they go together when the cell's run ends (IPython's post_execute
-#: event, which runs after an error or an interrupt too), in one display message. A message per output
+#: Outputs waiting to leave the kernel: they go together, in one display message, once the first of them has waited
+#: FLUSH_AFTER_S or when the cell's run ends (IPython's post_execute event, which runs after an error or an
+#: interrupt too). A message per output
 #: (hundreds per submission, most of them what the passing checks saw) cost a lab 02 submission 0.28 s more
 #: CPU, grader and kernel together, than one per cell; a kernel that stops the flush only withholds its own
 #: outputs, and the part earns nothing.

@@ -2,8 +2,8 @@
 
 - **in the kernel**, a hidden test only computes the student's outputs and sends each one out with
   ``ptchecks.emit`` (a tensor as safetensors bytes, a plain value as JSON); the outputs of one run of
-  a cell leave together, as a list in one display message of its own type, :data:`MIME`
-  (:func:`payloads`). The kernel's half lives with the checks, since it must be importable there;
+  a cell leave in a few batches (at most ten a second, the last as the run ends), each a list in one display
+  message of its own type, :data:`MIME` (:func:`payloads`). The kernel's half lives with the checks, since it must be importable there;
   this module is the grader's half and imports nothing of them;
 - **in the grader**, :class:`~ptgrader.execute.GuardedExecute` takes those messages out of the
   output stream (they never reach the graded notebook), decodes them without running anything
