@@ -28,6 +28,8 @@ def contract_of(function: Callable[..., Any], *args: Any, monkeypatch: pytest.Mo
     as a case after others, which may not grow its state in its first call either)."""
     if not later_case:
         monkeypatch.setattr(contract, "_CALLED", set())
+    # torch registers kernels as this process imports its modules: the baseline is what the call starts from
+    monkeypatch.setattr(contract, "_REGISTERED", [contract._core_kernels()])
     sent: dict[str, Any] = {}
     monkeypatch.setattr(ptchecks, "emit", lambda name, value, **_: sent.__setitem__(name, value))
     ptchecks.call("f", function, *args, **kwargs)
@@ -91,6 +93,27 @@ def test_each_broken_promise_is_seen(function: Callable[..., Any], key: str, see
         torch._dynamo.config._config["capture_scalar_outputs"].default = False
     assert contract[key] == seen
     assert not torch._dynamo.config.capture_scalar_outputs  # the harness put the table back
+
+
+def test_an_operator_registered_through_torch_library_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 88: a solution cell replaced aten::dropout's CPU kernel for the whole kernel (a model exported in training
+    mode then served what it serves in evaluation mode). The registry is process-wide: the call that registers it,
+    and every later one (against the baseline taken right after the set-up cell), show it."""
+    libraries = []
+
+    def registers(t: torch.Tensor) -> torch.Tensor:
+        if not libraries:
+            libraries.append(torch.library.Library("aten", "IMPL"))
+            libraries[0].impl("dropout", lambda x, p, train: x.clone(), "CPU")
+        return torch.nn.functional.dropout(t, 0.5, training=True)
+
+    try:
+        seen = contract_of(registers, torch.ones(4), monkeypatch=monkeypatch)["modes changed"]
+    finally:
+        for library in libraries:
+            library._destroy()
+    assert seen == ["torch's operator registrations"]
+    assert contract_of(lambda t: t * 2, torch.ones(2), monkeypatch=monkeypatch)["modes changed"] == []
 
 
 def _with_item(x: torch.Tensor) -> torch.Tensor:

@@ -16,8 +16,8 @@ import nbformat
 from nbclient.client import NotebookClient
 from nbformat.notebooknode import NotebookNode
 
-from . import channel, jail
-from .cells import grade_id, graded_test_cells
+from . import channel, contract, jail
+from .cells import grade_id, graded_test_cells, setup_index
 from .kernels import IsolatedKernelManager, Isolation, kernel_place
 from .warm import WarmKernels
 
@@ -45,12 +45,24 @@ class ReferenceRun(NotebookClient):
         try:
             with self.setup_kernel():
                 km = self.km
+                setup = setup_index(self.nb) if any(grade_id(cell) == "setup" for cell in self.nb.cells) else None
                 for index, cell in enumerate(self.nb.cells):
                     self.execute_cell(cell, index, store_history=False)
+                    if index == setup:
+                        self._take_baseline()
         finally:
             if isinstance(km, IsolatedKernelManager):
                 km.ensure_dead()
         return self.emitted
+
+    def _take_baseline(self) -> None:
+        """Right after the set-up cell, where a student's run takes its hold: the settings every test cell starts
+        from and the calls of the contract compare with (``ptchecks.hold_baseline``), taken at the same point in both
+        runs, so what torch does on its own later (importing a module that registers kernels) shows in both alike."""
+        reply = self.wait_for_reply(self.kc.execute(contract.BASELINE_LINE, silent=True, store_history=False,
+                                                    allow_stdin=False))
+        if reply is None or reply["content"].get("status") != "ok":
+            raise RuntimeError(f"the reference run could not take the checks' baseline: {(reply or {}).get('content')}")
 
     def create_kernel_manager(self) -> Any:
         km = super().create_kernel_manager()

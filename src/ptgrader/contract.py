@@ -31,6 +31,10 @@ CHECKS_MODULE = "ptchecks"
 #: ``ptchecks.COMPLETION_FORMAT`` (tests/test_autograde_guard.py holds them equal).
 COMPLETION_FORMAT = "ptlabs-grading: {test_id} complete {token}"
 
+#: What the reference solution's run executes right after its set-up cell, where a student's run takes the hold:
+#: the same baseline of the settings in both runs.
+BASELINE_LINE = f"__import__({CHECKS_MODULE!r}).hold_baseline()"
+
 #: Where the hold lives in the kernel: ``get_ipython().user_ns_hidden[HOLD]``.
 HOLD = "_ptgrader"
 
