@@ -179,3 +179,34 @@ def test_the_same_bits_rule_finds_a_part_that_moves_values_under_a_tolerance() -
     assert moved_without_same_bits(exact, 'EXACT = {"rtol": 0.0, "atol": 0.0}\n') == []
     assert moved_without_same_bits(exact, 'ptchecks.call("f", f, x, rtol=0.0, atol=0.0)\n') == []
     assert moved_without_same_bits("**Domain.** values: any, computed with.\n", "") == []
+
+
+def expected_answers_in_the_kernel(hidden: str) -> list[str]:
+    """Where a hidden test holds a right answer in the kernel under a name that says so: a keyword, a parameter or a
+    variable named ``expected`` (or holding the word).
+
+    Why: the hidden tests send outputs and hold no expected value; the grader alone compares. Lab 05's retries asked
+    ``costliest_op`` again "while the answer is not ``expected``", and code that walked up the stack read that
+    ``expected`` and returned it, full marks with nothing profiled (round 90, with the code policy off).
+    """
+    found = []
+    for node in ast.walk(ast.parse(hidden)):
+        if isinstance(node, ast.keyword) and node.arg and "expected" in node.arg:
+            found.append(f"{node.arg}=... (line {node.value.lineno})")
+        elif isinstance(node, ast.arg) and "expected" in node.arg:
+            found.append(f"parameter {node.arg} (line {node.lineno})")
+        elif isinstance(node, ast.Name) and "expected" in node.id:
+            found.append(f"{node.id} (line {node.lineno})")
+    return found
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_no_hidden_test_holds_an_expected_answer_in_the_kernel(lab: str, part: str, text: str, hidden: str) -> None:
+    assert not expected_answers_in_the_kernel(hidden), f"{lab} {part}: {expected_answers_in_the_kernel(hidden)}"
+
+
+def test_the_expected_answer_rule_finds_one() -> None:
+    hidden = ('answer = profiled_answer(f, x, expected=("aten::mm", 2))\nexpected_rows = 3\n'
+              'def retry(fn, expected_answer):\n    return fn()\nptchecks.emit("a", f(x))\n')
+    assert sorted(expected_answers_in_the_kernel(hidden)) == [
+        "expected=... (line 1)", "expected_rows (line 2)", "parameter expected_answer (line 3)"]
