@@ -324,7 +324,8 @@ def _graded_shell(monkeypatch: pytest.MonkeyPatch) -> tuple[object, list[list[di
 
 
 def test_a_cells_outputs_leave_together_when_its_run_ends_even_after_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One display message per run of a cell, a list, sent by IPython's post_execute event: not one per output."""
+    """Outputs sent within FLUSH_AFTER_S of each other leave together, as one display message (a list) sent by
+    IPython's post_execute event: not one message per output."""
     shell, shown = _graded_shell(monkeypatch)
     shell.user_ns["shown"] = shown
     shell.run_cell("ptchecks.emit('a', 1)\nptchecks.emit('b', [2.5])\nduring_the_run = len(shown)", store_history=False)

@@ -45,10 +45,10 @@ class ReferenceRun(NotebookClient):
         try:
             with self.setup_kernel():
                 km = self.km
-                setup = setup_index(self.nb) if any(grade_id(cell) == "setup" for cell in self.nb.cells) else None
+                setup = setup_index(self.nb)
                 for index, cell in enumerate(self.nb.cells):
                     self.execute_cell(cell, index, store_history=False)
-                    if index == setup:
+                    if index == setup and grade_id(cell) == "setup":
                         self._take_baseline()
         finally:
             if isinstance(km, IsolatedKernelManager):
@@ -119,13 +119,18 @@ class Comparison:
     compared: bool
 
 
+def _of_kind(expected: dict[str, channel.Output], *, observed: bool) -> dict[str, channel.Output]:
+    """The reference's outputs of one kind: what a check saw (``observed``), or what the student's code computed."""
+    return {name: output for name, output in expected.items() if output.observation is observed}
+
+
 def deciding_outputs(nb: NotebookNode, reference: dict[str, dict[str, channel.Output]]
                      ) -> dict[int, dict[str, channel.Output]]:
     """Test cell index -> the reference's outputs that decide its part: what the student's code computed, not what a
     check saw (an observation costs only a share of the part)."""
     found = {}
     for index, cell in graded_test_cells(nb):
-        deciding = {name: output for name, output in reference.get(grade_id(cell), {}).items() if not output.observation}
+        deciding = _of_kind(reference.get(grade_id(cell), {}), observed=False)
         if deciding:
             found[index] = deciding
     return found
@@ -151,8 +156,7 @@ def compare(nb: NotebookNode, emitted: dict[int, dict[str, channel.Output | None
         if not expected:
             continue
         sent = emitted.get(index, {})
-        kinds = [{name: output for name, output in expected.items() if output.observation is observed}
-                 for observed in (False, True)]
-        found[index] = Comparison(channel.differences(sent, kinds[0]), channel.differences(sent, kinds[1]),
-                                  compared=bool(kinds[0]))
+        computed, seen = _of_kind(expected, observed=False), _of_kind(expected, observed=True)
+        found[index] = Comparison(channel.differences(sent, computed), channel.differences(sent, seen),
+                                  compared=bool(computed))
     return found
