@@ -26,9 +26,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ptgrader.execute import UNREADABLE_FOR_RULES
 from ptgrader.outputs import MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, MAX_IMAGE_SIZE
 from ptgrader.safe_html import CELL_METADATA_KEPT, FORMAT_CHARACTERS, NOTEBOOK_METADATA_KEPT
 from ptgrader.score import IN_KERNEL_SHARE
+from ptgrader.source_rules import call_rules, loop_rules
 from tests import hostile, html_pages, lab_tools, run_profile
 from tests.lab_tools import BEGIN_HIDDEN, BEGIN_SOLUTION, END_SOLUTION, LABS, Fixture, GradedLab, LabToolError
 
@@ -61,6 +63,12 @@ def _source_cells(lab: str) -> tuple[dict[str, nbformat.NotebookNode], dict[str,
         solutions.update(lab_tools.solution_cells(nb))
         tests.update(lab_tools.graded_cells(nb))
     return solutions, tests
+
+
+def _ruled_parts(lab: str) -> list[str]:
+    """The test cells of ``lab`` whose source states a rule about how the answer is written (ptgrader.source_rules)."""
+    return [grade_id for grade_id, cell in _source_cells(lab)[1].items()
+            if loop_rules(cell.source) or call_rules(cell.source)]
 
 
 def _hidden_block(source: str) -> str:
@@ -308,10 +316,17 @@ def test_hostile_submission_is_graded_as_stated(lab: str, case: hostile.HostileC
     assert scores, f"{case.student} is missing from the gradebook: nbgrader did not grade it"
     tests = [grade_id for grade_id in _graded_ids_in_order(lab)]
     expected = case.expect(tests)
+    report = outcome.reports.get(case.student, {})
+    unreadable = []  # round 92: with the policy off, a rule about how code is written holds only for code it vouches for
+    if not case.policy and report.get("findings"):
+        unreadable = [cell for cell in _ruled_parts(lab) if expected.get(cell) == "full"]
+        expected |= {cell: 0 for cell in unreadable}
     got = {cell: scores[cell][0] for cell in tests}
     wanted = {cell: scores[cell][1] if want == "full" else float(want) for cell, want in expected.items()}
     assert got == wanted, f"{case.student}: scores (cell: got) {got}, expected {wanted}"
-    report = outcome.reports.get(case.student, {})
+    verdicts = report.get("scores", {})
+    unexplained = [cell for cell in unreadable if UNREADABLE_FOR_RULES not in verdicts.get(cell, "")]
+    assert not unexplained, f"{case.student}: parts with a source rule failed without saying why: {unexplained}"
     if case.flag:
         assert any(report.get(flag) for flag in case.flag.split(" or ")), (
             f"{case.student}: the grading report does not say '{case.flag}': {report}"

@@ -99,6 +99,9 @@ def _locked_names(trusted: Pairs, test_ids: frozenset[str]) -> tuple[Pairs, LabN
     return tuple(modules.items()), LabNames.of(dict(trusted), set(test_ids))
 
 
+#: Why a part with a source rule fails when the code policy, turned off, found something (see _check_source_rules).
+UNREADABLE_FOR_RULES = ("a rule about how the answer is written holds only for code the grader can read, and the code"
+                        " policy (off in this course) found code it cannot follow: ")
 #: Cells up to this many characters have their findings remembered (:func:`_cell_findings`); longer ones, rare in an
 #: honest notebook, are read each time, so no submission can fill the grader's memory with what it remembers.
 REMEMBERED_CELL_CHARS = 20_000
@@ -339,16 +342,25 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
     def _check_source_rules(self, nb: NotebookNode, trusted: dict[str, str], test_ids: set[str],
                             report: GradingReport, failures: dict[int, list[Failure]]) -> None:
         """A part whose test cell asks for no Python loop, or forbids a call, fails when the student's code
-        has one (read, not run)."""
+        has one (read, not run).
+
+        The reading holds only for code the grader can read, which is what the code policy vouches for. With the
+        policy off, a submission it would refuse may run code the reading never sees (round 92: a loop in a string
+        given to ``exec``, torch imported as ``__import__("to" + "rch")``), anywhere, even a second definition of
+        the function in another cell: so then every part with such a rule fails, citing the policy's findings.
+        """
         cells = {index: nb.cells[index].source for index in self.student_cells}
         modules = dict(_locked_names(tuple(trusted.items()), frozenset(test_ids))[0])
         for index, cell in graded_test_cells(nb):
             trusted_source = trusted.get(grade_id(cell), "")
+            loops, calls = loop_rules(trusted_source), call_rules(trusted_source)
             broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function))
-                      for function in loop_rules(trusted_source)]
+                      for function in loops]
             broken += [(f"{function} must not call {callee}, and names it: ",
                         forbidden_calls(cells, function, callee, module_aliases(modules, callee)))
-                       for callee, function in call_rules(trusted_source)]
+                       for callee, function in calls]
+            if report.findings and (loops or calls):
+                broken.append((UNREADABLE_FOR_RULES, report.findings))
             for message, found in broken:
                 if found:
                     report.rules_broken.append(f"{grade_id(cell)}: {found[0]}")
