@@ -40,8 +40,8 @@ def test_a_function_that_keeps_every_promise_shows_none_broken(monkeypatch: pyte
     x = torch.randn(3, 4)
     contract = contract_of(lambda t: t.t().reshape(2, 6), x, monkeypatch=monkeypatch)
     assert contract == {"returns": "Tensor(float32, cpu)", "inputs changed": [], "aliases": [],
-                        "state kept by the function": False, "second call": "same result", "modes changed": [],
-                        "global RNG drawn": False}
+                        "state kept by the function": False, "state grows at each call": False,
+                        "second call": "same result", "modes changed": [], "global RNG drawn": False}
 
 
 @pytest.mark.parametrize(
@@ -975,6 +975,36 @@ def test_state_in_torch_objects_iterators_hooks_and_second_calls_is_seen(monkeyp
     calls = iter([torch.from_numpy(base.numpy()[1:]), base[1:], base[1:].clone()])  # the same bytes, two starts
     assert contract_of(lambda t: next(calls), torch.ones(2), monkeypatch=monkeypatch)["second call"] == (
         "the first call's result again")
+
+
+class _KeepsTheLast:
+    """Keeps its last result (a new tensor at each call): what it holds changes, and does not grow."""
+
+    def __init__(self) -> None:
+        self.last: torch.Tensor | None = None
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.last = t * 2
+        return self.last
+
+
+class _KeepsEvery(_KeepsTheLast):
+    """Round 92: keeps every result, as a FeatureExtractor that kept each call's features did."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.every: list[torch.Tensor] = []
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.every.append(super().__call__(t))
+        return self.last
+
+
+def test_state_that_grows_at_each_call_is_told_from_a_last_result_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = contract_of(_KeepsTheLast(), torch.ones(2), monkeypatch=monkeypatch)
+    grown = contract_of(_KeepsEvery(), torch.ones(2), monkeypatch=monkeypatch)
+    assert kept["state kept by the function"] and grown["state kept by the function"]
+    assert (kept["state grows at each call"], grown["state grows at each call"]) == (False, True)
 
 
 def test_torch_compile_s_own_bookkeeping_is_not_state_kept(monkeypatch: pytest.MonkeyPatch) -> None:

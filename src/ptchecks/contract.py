@@ -27,6 +27,8 @@ What :func:`call` observes (the keys of the output it sends):
 - ``state kept by the function``: whether a later call changed what the function holds (its closure, defaults and
   the globals it names, :class:`_Recorder`), or a first call grew it in any case after the function's first one
   (a memo of results keyed by the inputs);
+- ``state grows at each call``: whether it held more values after the third call than after the first (an object
+  that keeps its last result changes what it holds at each call, one that keeps every result also grows);
 - ``second call``: whether calling again on the same inputs gives the same result (up to the
   rounding of float sums, which the other thread count may reorder), and not an earlier call's object. The second
   call comes from an unusual caller: grad mode off (unless the part computes gradients),
@@ -1537,7 +1539,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         with _watched(watcher):
             second = function(*args, **kwargs)
         after_unusual = _modes()
-    kept_after_second = _Recorder().record(function)
+    kept_after_second, _ = _kept_state(function)
     # the inputs as the second call left them too: a function may change them only when called again (round 23)
     after_second = _records(args, kwargs, gradients=not grads_free)
     # A third call, from the usual caller again: a function that tells the unusual caller apart (its thread count,
@@ -1547,7 +1549,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     with _watched(watcher):
         third = function(*args, **kwargs)
     modes_third = _modes()
-    kept_after_third = _Recorder().record(function)
+    kept_after_third, kept_size_third = _kept_state(function)
     after_third = _records(args, kwargs, gradients=not grads_free)
     results = (first, second, third)
     again = any(_handed_back(earlier, later, args, kwargs)
@@ -1565,6 +1567,10 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         "state kept by the function": not (_same(kept_after, kept_after_second)
                                            and _same(kept_after_second, kept_after_third))
                                       or kept_before is not None and kept_size > kept_before[1],
+        # ...and apart from it, whether it held more after the third call than after the first: an object that keeps
+        # its last result changes what it holds at each call (a new tensor each time), and so does one that keeps
+        # every result, which this tells apart (round 92: a FeatureExtractor that kept each call's features).
+        "state grows at each call": kept_size_third > kept_size,
         "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
                                     + _changed(before_third, modes_third) + left_changed
