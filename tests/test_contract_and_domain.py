@@ -1000,11 +1000,36 @@ class _KeepsEvery(_KeepsTheLast):
         return self.last
 
 
+class _KeepsEveryInOneTensor(_KeepsTheLast):
+    """Round 93: every result concatenated into one tensor: one value, growing in elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.every = torch.empty(0)
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.every = torch.cat([self.every, super().__call__(t)])
+        return self.last
+
+
+class _KeepsEveryInOneString(_KeepsTheLast):
+    """Round 93: a log of every call in one string."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = ""
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.log += f"{t.sum().item()};"
+        return super().__call__(t)
+
+
 def test_state_that_grows_at_each_call_is_told_from_a_last_result_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     kept = contract_of(_KeepsTheLast(), torch.ones(2), monkeypatch=monkeypatch)
-    grown = contract_of(_KeepsEvery(), torch.ones(2), monkeypatch=monkeypatch)
-    assert kept["state kept by the function"] and grown["state kept by the function"]
-    assert (kept["state grows at each call"], grown["state grows at each call"]) == (False, True)
+    assert kept["state kept by the function"] and not kept["state grows at each call"]
+    for grows in (_KeepsEvery(), _KeepsEveryInOneTensor(), _KeepsEveryInOneString()):
+        grown = contract_of(grows, torch.ones(2), monkeypatch=monkeypatch)
+        assert grown["state kept by the function"] and grown["state grows at each call"], type(grows).__name__
 
 
 def test_torch_compile_s_own_bookkeeping_is_not_state_kept(monkeypatch: pytest.MonkeyPatch) -> None:

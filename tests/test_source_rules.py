@@ -240,6 +240,45 @@ def test_a_module_forbidden_is_forbidden_under_every_name_the_lab_gave_it(cells:
     assert any(found in where for where in forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES))
 
 
+LOOPING = "def looping_sum(v, ids, n):\n    for r in v.tolist():\n        pass\n    return v\n"
+CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        # Round 93: names bound or changed by statements other than an assignment or a definition.
+        "HELPERS = []\nHELPERS.append(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "HELPERS = []\nalias = HELPERS\nalias.append(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "HELPERS = []\ndef setup():\n    HELPERS.append(looping_sum)\nsetup()\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "HELPERS = [None]\nHELPERS[0] = looping_sum\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "(helper := looping_sum)\n" + CALLS_HELPER.format("helper"),
+        "for helper in [looping_sum]:\n    pass\n" + CALLS_HELPER.format("helper"),
+        "match looping_sum:\n    case helper:\n        pass\n" + CALLS_HELPER.format("helper"),
+        "with open('x') as _:\n    pass\ntry:\n    raise ValueError(looping_sum)\nexcept ValueError as caught:\n"
+        "    pass\n" + CALLS_HELPER.format("caught.args[0]"),
+        "HELPERS = []\n@HELPERS.append\n" + LOOPING + CALLS_HELPER.format("HELPERS[0]"),
+    ],
+)
+def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
+    found = python_loops({2: LOOPING, 3: binding}, "segment_sum")
+    assert any("looping_sum" in where for where in found), found
+
+
+def test_a_forbidden_call_stored_by_a_statement_breaks_the_rule() -> None:
+    cells = {3: "TOOLS = []\nTOOLS.append(torch.broadcast_shapes)", 4: STRIDES.replace("return", "TOOLS[0](shape)\n    return")}
+    assert any("torch in TOOLS" in where for where in forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES))
+    steps = {3: "STEPS = []\nSTEPS.append(torch.Tensor.backward)", 4: PENALTY.replace("torch.autograd.grad(", "STEPS[0](")}
+    assert any("backward in STEPS" in where for where in forbidden_calls(steps, "r1_penalty", "backward"))
+
+
+def test_a_statement_that_only_calls_the_function_is_not_part_of_it() -> None:
+    """A student's own test code, a loop calling the function at the top of a cell, is not the function's."""
+    cells = {3: VECTORISED, 4: "EPS = 1e-6\nfor n in range(3):\n    print(segment_sum(values, ids, n), EPS)\n"
+                                "sizes = [segment_sum(values, ids, n).shape for n in range(3)]"}
+    assert python_loops(cells, "segment_sum") == []
+
+
 def test_integer_arithmetic_names_no_torch() -> None:
     cells = {3: "import math\n\ndef scratch(x):\n    return torch.empty_strided((2,), (1,), device='meta')",
              4: STRIDES.replace("return", "math.prod(shape)\n    return")}

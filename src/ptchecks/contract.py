@@ -27,8 +27,9 @@ What :func:`call` observes (the keys of the output it sends):
 - ``state kept by the function``: whether a later call changed what the function holds (its closure, defaults and
   the globals it names, :class:`_Recorder`), or a first call grew it in any case after the function's first one
   (a memo of results keyed by the inputs);
-- ``state grows at each call``: whether it held more values after the third call than after the first (an object
-  that keeps its last result changes what it holds at each call, one that keeps every result also grows);
+- ``state grows at each call``: whether it held more after the third call than after the first, in values or in
+  characters, bytes and tensor elements (an object that keeps its last result changes what it holds at each call,
+  one that keeps every result also grows, in a list or in one tensor it concatenates to);
 - ``second call``: whether calling again on the same inputs gives the same result (up to the
   rounding of float sums, which the other thread count may reorder), and not an earlier call's object. The second
   call comes from an unusual caller: grad mode off (unless the part computes gradients),
@@ -174,6 +175,9 @@ class _Recorder:
         self.kept: list[object] = []  # what was met stays alive, so no id is reused while recording
         self.names: set[str] = set()  # the names the notebook's code met so far reads, writes or spells
         self.modules: list[types.ModuleType] = []  # the modules met, recorded last (:meth:`record`)
+        #: the characters, bytes and tensor elements held, beside the values followed: a history kept in one
+        #: tensor (``torch.cat`` at each call) or one string grows in size, not in values (round 93)
+        self.elements = 0
 
     def record(self, value: object) -> object:
         """``value``'s record, then each module met on the way: its attributes the notebook's code names.
@@ -198,12 +202,14 @@ class _Recorder:
             return _Uncomparable()
         kind = type(value)
         if value is None or kind in (bool, int, float, complex, str, bytes):
+            self.elements += len(value) if kind in (str, bytes) else 0
             return (type_name(kind), value)
         if id(value) in self.met:
             return ("met before", self.met[id(value)])
         self.met[id(value)] = len(self.met)
         self.kept.append(value)
         if isinstance(value, torch.Tensor):
+            self.elements += value.numel()
             return _tensor_state(value, self, gradient=self.gradients)
         if isinstance(value, torch.Generator):
             return (type_name(kind), bytes(value.get_state().numpy()) if value.device.type == "cpu" else None)
@@ -247,7 +253,9 @@ class _Recorder:
                     [] if torchs else [(name, self(value.__globals__[name])) for name in _named_globals(value)],
                     imported]
         try:
-            return memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
+            held = memoryview(value).tobytes()  # a bytearray, an array.array, a NumPy array
+            self.elements += len(held)
+            return held
         except (TypeError, ValueError):
             pass
         own = _own_dict(value)  # recorded by _fields, by name
@@ -1488,11 +1496,12 @@ def _interrupted_by(kind: type[BaseException], module: torch.nn.Module, function
 _CALLED: set[str] = set()
 
 
-def _kept_state(function: Callable[..., Any]) -> tuple[object, int]:
-    """The record of what ``function`` holds (:class:`_Recorder`), and how many values it followed: a memo that
-    gained an entry holds more, a generator seeded again does not."""
+def _kept_state(function: Callable[..., Any]) -> tuple[object, int, int]:
+    """The record of what ``function`` holds (:class:`_Recorder`), how many values it followed, and how many
+    characters, bytes and tensor elements they hold. A memo that gained an entry holds more values, a history kept in
+    one growing tensor or string more elements; a generator seeded again holds no more of either."""
     recorder = _Recorder()
-    return recorder.record(function), _RECORD_LIMIT - recorder.left
+    return recorder.record(function), _RECORD_LIMIT - recorder.left, recorder.elements
 
 
 def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: bool = False,
@@ -1533,13 +1542,13 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
-    kept_after, kept_size = _kept_state(function)
+    kept_after, kept_size, kept_elements = _kept_state(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
         with _watched(watcher):
             second = function(*args, **kwargs)
         after_unusual = _modes()
-    kept_after_second, _ = _kept_state(function)
+    kept_after_second, _, _ = _kept_state(function)
     # the inputs as the second call left them too: a function may change them only when called again (round 23)
     after_second = _records(args, kwargs, gradients=not grads_free)
     # A third call, from the usual caller again: a function that tells the unusual caller apart (its thread count,
@@ -1549,7 +1558,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     with _watched(watcher):
         third = function(*args, **kwargs)
     modes_third = _modes()
-    kept_after_third, kept_size_third = _kept_state(function)
+    kept_after_third, kept_size_third, kept_elements_third = _kept_state(function)
     after_third = _records(args, kwargs, gradients=not grads_free)
     results = (first, second, third)
     again = any(_handed_back(earlier, later, args, kwargs)
@@ -1570,7 +1579,9 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         # ...and apart from it, whether it held more after the third call than after the first: an object that keeps
         # its last result changes what it holds at each call (a new tensor each time), and so does one that keeps
         # every result, which this tells apart (round 92: a FeatureExtractor that kept each call's features).
-        "state grows at each call": kept_size_third > kept_size,
+        # (in values or in elements: a history in one tensor; a later case's larger inputs are not compared here,
+        # so a last result kept in a larger tensor is no growth)
+        "state grows at each call": kept_size_third > kept_size or kept_elements_third > kept_elements,
         "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
                                     + _changed(before_third, modes_third) + left_changed

@@ -23,6 +23,11 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   methods Python calls unnamed included: ``self(...)`` calls ``__call__``), or calls one of its own
   arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
 
+The reading also follows every statement that may bind or change a name the function reads, outside
+its assignment (round 93: ``HELPERS.append(looping_sum)``, ``TOOLS.append(torch.broadcast_shapes)``, a
+``:=``, a ``for`` or ``match`` target, an ``except`` name and the ``raise`` that filled it, a decorator),
+with everything such a statement holds; a statement that only calls the function is not part of it.
+
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
 
@@ -137,15 +142,90 @@ def _bindings(node: ast.AST, in_function: bool = False, declared_global: frozens
 
 
 def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
-    """name -> (cell index, node) of every def and class, and of every assignment and import others can read."""
+    """name -> (cell index, node) of every def and class, and of every assignment and import others can read; and
+    for a name bound outside any function, every other statement that may bind or change it (:func:`_sites`)."""
     found: dict[str, list[tuple[int, ast.AST]]] = {}
+    sites: dict[str, list[tuple[int, ast.AST]]] = {}
+    outside: set[str] = set()  # names a statement outside any function binds
     for index, source in cells.items():
         for tree in _parse(source):
             for node, allowed in _bindings(tree):
                 for name in _bound_names(node):
                     if allowed is None or name in allowed:
                         found.setdefault(name, []).append((index, node))
+            for site, names, bound in _sites(tree):
+                outside |= bound
+                for name in names:
+                    sites.setdefault(name, []).append((index, site))
+    for name in set(found) | outside:
+        found.setdefault(name, []).extend(site for site in sites.get(name, ()) if site not in found[name])
     return found
+
+
+def _headers(statement: ast.stmt) -> list[ast.AST]:
+    """What of ``statement`` runs as the statement itself: a simple statement whole; a compound one's header (a
+    ``for``'s target and iterable, a ``with``'s items, a ``match``'s subject and patterns, a handler's type, a
+    definition's decorators, bases and defaults), not its body, whose statements are sites of their own."""
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        return [statement.target, statement.iter]
+    if isinstance(statement, (ast.While, ast.If)):
+        return [statement.test]
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        return [part for item in statement.items for part in (item.context_expr, item.optional_vars) if part]
+    if isinstance(statement, ast.Match):
+        return [statement.subject, *(case.pattern for case in statement.cases)]
+    if isinstance(statement, (ast.Try, ast.TryStar)):
+        return [handler.type for handler in statement.handlers if handler.type]
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [*statement.decorator_list, *statement.args.defaults,
+                *(default for default in statement.args.kw_defaults if default)]
+    if isinstance(statement, ast.ClassDef):
+        return [*statement.decorator_list, *statement.bases, *(keyword.value for keyword in statement.keywords)]
+    return [statement]
+
+
+def _sites(tree: ast.Module) -> Iterator[tuple[ast.AST, set[str], set[str]]]:
+    """(site, the names it holds, the names it binds outside any function) for every statement of ``tree``.
+
+    Why: a function may read a name that a statement other than its assignment changes (round 93:
+    ``HELPERS.append(looping_sum)``, ``TOOLS.append(torch.broadcast_shapes)``), or that a ``:=``, a ``for``, a
+    ``match`` or an ``except`` binds. Reading such a name reads every statement that holds it other than as the
+    function it calls (``print(segment_sum(v))`` changes no ``segment_sum``), and every name those hold: the site
+    is a tuple of the statement's headers and of those names, so the reader follows them all, bound or read. A
+    name an ``except`` binds is what any ``raise`` gave, so a handler's site holds every ``raise`` too.
+    """
+    raised = [part for node in ast.walk(tree) if isinstance(node, ast.Raise)
+              for part in (node.exc, node.cause) if part is not None]
+    in_functions = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                                ast.Lambda))
+                    for inner in ast.walk(node) if inner is not node}
+    for statement in ast.walk(tree):
+        if not isinstance(statement, (ast.stmt, ast.ExceptHandler)):
+            continue
+        if isinstance(statement, ast.ExceptHandler):
+            parts = [*([statement.type] if statement.type else []), *raised]
+            extra = {statement.name} if statement.name else set()
+        else:
+            parts, extra = _headers(statement), set()
+            if isinstance(statement, _DEFINITIONS) and statement.decorator_list:
+                extra = {statement.name}  # handed to each decorator (``@HELPERS.append``)
+        callees = {id(node.func) for part in parts for node in ast.walk(part) if isinstance(node, ast.Call)}
+        names = {node.id for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)
+                 and id(node) not in callees} | extra
+        names |= {node.name for part in parts for node in ast.walk(part)
+                  if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name}
+        names |= {node.rest for part in parts for node in ast.walk(part) if isinstance(node, ast.MatchMapping) and node.rest}
+        if not names:
+            continue
+        bound = set()
+        if id(statement) not in in_functions:
+            bound = {node.id for part in parts for node in ast.walk(part)
+                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)} | extra
+            bound |= names - {node.id for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)}
+        site = ast.Tuple(elts=[*parts, *(ast.Name(id=name, ctx=ast.Load()) for name in sorted(names))], ctx=ast.Load())
+        site.lineno = statement.lineno
+        site.site = True  # a site, not a definition: no recursion through it (:func:`_reached`)
+        yield site, names, bound
 
 
 def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
@@ -354,10 +434,15 @@ def _reached(cells: dict[int, str], function: str
     aliases = _aliases(cells, callables)
     known = set(definitions) | set(aliases)
     callables |= set(aliases)
-    uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes))
+    uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes
+                                if not getattr(node, "site", False)))
             for name, nodes in definitions.items()}
     for alias, targets in aliases.items():
         uses[alias] = uses.get(alias, set()) | targets
+    # what a name's sites hold is reached too, but is no call of it: a statement that changes a name holds it
+    reaches = {name: uses.get(name, set()).union(*(_used_names(node, known, callables) for _, node in nodes
+                                                   if getattr(node, "site", False)))
+               for name, nodes in definitions.items()} | {alias: uses[alias] for alias in aliases}
     reached, todo, found = set(), [function], []
     while todo:
         name = todo.pop()
@@ -365,7 +450,7 @@ def _reached(cells: dict[int, str], function: str
             continue
         reached.add(name)
         found += [(name, index, node) for index, node in definitions.get(name, ())]
-        todo += sorted(uses[name] - reached)
+        todo += sorted(reaches[name] - reached)
     return found, uses, callables
 
 
