@@ -1576,11 +1576,11 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         "state kept by the function": not (_same(kept_after, kept_after_second)
                                            and _same(kept_after_second, kept_after_third))
                                       or kept_before is not None and kept_size > kept_before[1],
-        # ...and apart from it, whether it held more after the third call than after the first: an object that keeps
-        # its last result changes what it holds at each call (a new tensor each time), and so does one that keeps
-        # every result, which this tells apart (round 92: a FeatureExtractor that kept each call's features).
-        # (in values or in elements: a history in one tensor; a later case's larger inputs are not compared here,
-        # so a last result kept in a larger tensor is no growth)
+        # ...and apart from it, whether it held more after the third call than after the first, in values or in
+        # elements: an object that keeps its last result changes what it holds at each call (a new tensor each
+        # time), and so does one that keeps every result (round 92: a FeatureExtractor's list of every call's
+        # features; round 93: one tensor concatenated to), which only this tells apart. The three calls share their
+        # inputs, so a last result kept from a later case's larger inputs is no growth.
         "state grows at each call": kept_size_third > kept_size or kept_elements_third > kept_elements,
         "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
