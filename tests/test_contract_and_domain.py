@@ -1024,10 +1024,22 @@ class _KeepsEveryInOneString(_KeepsTheLast):
         return super().__call__(t)
 
 
+class _KeepsEveryInOneInt(_KeepsTheLast):
+    """Round 94: every result's bytes shifted into one Python int."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history = 0
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.history = (self.history << 64) | 1
+        return super().__call__(t)
+
+
 def test_state_that_grows_at_each_call_is_told_from_a_last_result_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     kept = contract_of(_KeepsTheLast(), torch.ones(2), monkeypatch=monkeypatch)
     assert kept["state kept by the function"] and not kept["state grows at each call"]
-    for grows in (_KeepsEvery(), _KeepsEveryInOneTensor(), _KeepsEveryInOneString()):
+    for grows in (_KeepsEvery(), _KeepsEveryInOneTensor(), _KeepsEveryInOneString(), _KeepsEveryInOneInt()):
         grown = contract_of(grows, torch.ones(2), monkeypatch=monkeypatch)
         assert grown["state kept by the function"] and grown["state grows at each call"], type(grows).__name__
 

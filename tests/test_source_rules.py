@@ -9,7 +9,14 @@ from collections.abc import Callable
 import pytest
 
 from ptgrader.ipython_code import parse
-from ptgrader.source_rules import call_rules, forbidden_calls, loop_rules, module_aliases, python_loops
+from ptgrader.source_rules import (
+    call_rules,
+    forbidden_calls,
+    forbidden_values,
+    loop_rules,
+    module_aliases,
+    python_loops,
+)
 
 VECTORISED = (
     "def segment_sum(values, ids, n):\n    out = values.new_zeros((n, values.shape[1]))\n"
@@ -258,6 +265,10 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "with open('x') as _:\n    pass\ntry:\n    raise ValueError(looping_sum)\nexcept ValueError as caught:\n"
         "    pass\n" + CALLS_HELPER.format("caught.args[0]"),
         "HELPERS = []\n@HELPERS.append\n" + LOOPING + CALLS_HELPER.format("HELPERS[0]"),
+        # Round 94: handed over by a call, kept in a closure cell.
+        "HELPERS = []\ndef install(f):\n    HELPERS.append(f)\ninstall(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "def make():\n    kept = [None]\n    def pick(f):\n        kept[0] = f\n    return pick, lambda: kept[0]\n"
+        "pick, get = make()\npick(looping_sum)\n" + CALLS_HELPER.format("get()"),
     ],
 )
 def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
@@ -265,18 +276,55 @@ def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_r
     assert any("looping_sum" in where for where in found), found
 
 
-def test_a_forbidden_call_stored_by_a_statement_breaks_the_rule() -> None:
-    cells = {3: "TOOLS = []\nTOOLS.append(torch.broadcast_shapes)", 4: STRIDES.replace("return", "TOOLS[0](shape)\n    return")}
-    assert any("torch in TOOLS" in where for where in forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES))
-    steps = {3: "STEPS = []\nSTEPS.append(torch.Tensor.backward)", 4: PENALTY.replace("torch.autograd.grad(", "STEPS[0](")}
-    assert any("backward in STEPS" in where for where in forbidden_calls(steps, "r1_penalty", "backward"))
+#: Lab 01's set-up names (``policy.setup_module_names`` of its locked cells).
+SETUP_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "math": "math", "ptlabs": "ptlabs"}
+#: Each answer reads what a statement elsewhere keeps: ``TOOLS[0]``, ``STEPS[0]``.
+READS_TOOLS = STRIDES.replace("return", "TOOLS[0](shape)\n    return")
+READS_STEPS = PENALTY.replace("torch.autograd.grad(", "STEPS[0](")
 
 
-def test_a_statement_that_only_calls_the_function_is_not_part_of_it() -> None:
-    """A student's own test code, a loop calling the function at the top of a cell, is not the function's."""
-    cells = {3: VECTORISED, 4: "EPS = 1e-6\nfor n in range(3):\n    print(segment_sum(values, ids, n), EPS)\n"
-                                "sizes = [segment_sum(values, ids, n).shape for n in range(3)]"}
+@pytest.mark.parametrize(
+    ("kept", "function", "callee"),
+    [
+        ("TOOLS = []\nTOOLS.append(torch.broadcast_shapes)", "expand_strides", "torch"),  # round 93
+        ("TOOLS = []\ndef install(f):\n    TOOLS.append(f)\ninstall(torch.broadcast_shapes)", "expand_strides",
+         "torch"),  # round 94
+        ("TOOLS = [F.pad]", "expand_strides", "torch"),
+        ("import functools\nTOOLS = [functools.partial(torch.broadcast_shapes, (1,))]", "expand_strides", "torch"),
+        ("STEPS = []\nSTEPS.append(torch.Tensor.backward)", "r1_penalty", "backward"),  # round 93
+        ("STEPS = []\ndef install(f):\n    STEPS.append(f)\ninstall(torch.autograd.backward)", "r1_penalty",
+         "backward"),  # round 94
+    ],
+)
+def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, function: str, callee: str) -> None:
+    cells = {3: kept, 4: READS_TOOLS if callee == "torch" else READS_STEPS}
+    assert forbidden_values(cells, function, callee, SETUP_MODULES), cells
+
+
+def test_torch_values_elsewhere_do_not_reach_an_answer_that_reads_none() -> None:
+    """Honest code elsewhere in the notebook: torch's dtypes and classes, torch functions handed to torch itself or
+    kept, while the answer reads only its arguments and torch."""
+    cells = {3: "x = torch.zeros(3, dtype=torch.float32).to(torch.float64)\nok = isinstance(x, torch.Tensor)\n"
+                "d = torch.vmap(torch.dot)(x[None], x[None])\nloss = (x * 2).sum()\nloss.backward()\n"
+                "ops = [torch.add, torch.Tensor.backward]",
+             4: STRIDES, 5: PENALTY}
+    assert forbidden_values(cells, "expand_strides", "torch", SETUP_MODULES) == []
+    assert forbidden_values(cells, "r1_penalty", "backward", SETUP_MODULES) == []
+    kept = {3: "x = torch.zeros(3, dtype=torch.float32)\nok = isinstance(x, torch.Tensor)\nTOOLS = [len]", 4: READS_TOOLS}
+    assert forbidden_values(kept, "expand_strides", "torch", SETUP_MODULES) == []  # nothing of torch's kept
+
+
+def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:
+    """A student's own test code, a loop calling the function at the top of a cell, ``torch`` imported again, a
+    check through ``.tolist()``: none of it is the function's (round 94: such code failed honest answers)."""
+    cells = {3: VECTORISED, 4: "import torch\nEPS = 1e-6\nfor n in range(3):\n    print(segment_sum(values, ids, n), EPS)\n"
+                                "sizes = [segment_sum(values, ids, n).shape for n in range(3)]\n"
+                                "print(segment_sum(torch.ones(3, 2), torch.tensor([0, 1, 0]), 2).tolist())"}
     assert python_loops(cells, "segment_sum") == []
+    checks = {3: PENALTY, 4: "import torch\ncritic = torch.nn.Linear(3, 1)\n"
+                             "penalty = r1_penalty(critic, torch.randn(2, 3), 1.0)\npenalty.backward()"}
+    assert forbidden_calls(checks, "r1_penalty", "backward") == []
+    assert forbidden_values(checks, "r1_penalty", "backward") == []
 
 
 def test_integer_arithmetic_names_no_torch() -> None:

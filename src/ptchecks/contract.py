@@ -175,8 +175,9 @@ class _Recorder:
         self.kept: list[object] = []  # what was met stays alive, so no id is reused while recording
         self.names: set[str] = set()  # the names the notebook's code met so far reads, writes or spells
         self.modules: list[types.ModuleType] = []  # the modules met, recorded last (:meth:`record`)
-        #: the characters, bytes and tensor elements held, beside the values followed: a history kept in one
-        #: tensor (``torch.cat`` at each call) or one string grows in size, not in values (round 93)
+        #: the characters, bytes and tensor elements held, and an int's bytes, beside the values followed: a history
+        #: kept in one tensor (``torch.cat`` at each call), one string (round 93) or one int (round 94) grows in size,
+        #: not in values
         self.elements = 0
 
     def record(self, value: object) -> object:
@@ -202,7 +203,7 @@ class _Recorder:
             return _Uncomparable()
         kind = type(value)
         if value is None or kind in (bool, int, float, complex, str, bytes):
-            self.elements += len(value) if kind in (str, bytes) else 0
+            self.elements += len(value) if kind in (str, bytes) else value.bit_length() // 8 if kind is int else 0
             return (type_name(kind), value)
         if id(value) in self.met:
             return ("met before", self.met[id(value)])

@@ -58,7 +58,7 @@ from .reading_budget import ReadingTooDeep, ReadingTooLong, cpu_budget
 from .receive import OutputReceiver
 from .report import REPORT_NAME, GradingReport
 from .score import Failure
-from .source_rules import call_rules, forbidden_calls, loop_rules, module_aliases, python_loops
+from .source_rules import call_rules, forbidden_calls, forbidden_values, loop_rules, module_aliases, python_loops
 from .warm import WarmKernels
 
 __all__ = ["REPORT_NAME", "GuardedExecute", "IsolationUnavailable", "setup_index"]
@@ -357,7 +357,8 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
             broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function))
                       for function in loops]
             broken += [(f"{function} must not call {callee}, and names it: ",
-                        forbidden_calls(cells, function, callee, module_aliases(modules, callee)))
+                        forbidden_calls(cells, function, callee, module_aliases(modules, callee))
+                        + forbidden_values(cells, function, callee, modules))
                        for callee, function in calls]
             if report.findings and (loops or calls):
                 broken.append((UNREADABLE_FOR_RULES, report.findings))

@@ -23,10 +23,15 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   methods Python calls unnamed included: ``self(...)`` calls ``__call__``), or calls one of its own
   arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
 
-The reading also follows every statement that may bind or change a name the function reads, outside
-its assignment (round 93: ``HELPERS.append(looping_sum)``, ``TOOLS.append(torch.broadcast_shapes)``, a
-``:=``, a ``for`` or ``match`` target, an ``except`` name and the ``raise`` that filled it, a decorator),
-with everything such a statement holds; a statement that only calls the function is not part of it.
+A function, class or method of the student's that any cell uses as a value (not only calls by name) is read
+as part of every answer that has a rule: once handed over, stored or bound under another name, no reading
+can tell where it ends up (round 93: ``HELPERS.append(looping_sum)`` at the top of a cell, then
+``HELPERS[0](...)``; round 94: ``install(looping_sum)``, a closure set through ``nonlocal``; and a ``:=``,
+``for`` or ``match`` target, a ``raise``, a decorator of the student's). So is a forbidden callable kept as a
+value anywhere (``STEPS.append(torch.Tensor.backward)``, ``install(torch.broadcast_shapes)``). Both only when
+the answer reads a value handed around (:func:`_unpinned`): one that reads its arguments, torch and its own
+functions is not reached by what other parts hand over. Not seen: an attribute a classmethod sets on a class
+of the student's (``Registry.f``), read through the class.
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -45,6 +50,9 @@ goes through ``__torch_function__``, and ``torch.broadcast_shapes`` is plain Pyt
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import inspect
 import re
 from collections.abc import Iterator
 
@@ -142,90 +150,15 @@ def _bindings(node: ast.AST, in_function: bool = False, declared_global: frozens
 
 
 def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
-    """name -> (cell index, node) of every def and class, and of every assignment and import others can read; and
-    for a name bound outside any function, every other statement that may bind or change it (:func:`_sites`)."""
+    """name -> (cell index, node) of every def and class, and of every assignment and import others can read."""
     found: dict[str, list[tuple[int, ast.AST]]] = {}
-    sites: dict[str, list[tuple[int, ast.AST]]] = {}
-    outside: set[str] = set()  # names a statement outside any function binds
     for index, source in cells.items():
         for tree in _parse(source):
             for node, allowed in _bindings(tree):
                 for name in _bound_names(node):
                     if allowed is None or name in allowed:
                         found.setdefault(name, []).append((index, node))
-            for site, names, bound in _sites(tree):
-                outside |= bound
-                for name in names:
-                    sites.setdefault(name, []).append((index, site))
-    for name in set(found) | outside:
-        found.setdefault(name, []).extend(site for site in sites.get(name, ()) if site not in found[name])
     return found
-
-
-def _headers(statement: ast.stmt) -> list[ast.AST]:
-    """What of ``statement`` runs as the statement itself: a simple statement whole; a compound one's header (a
-    ``for``'s target and iterable, a ``with``'s items, a ``match``'s subject and patterns, a handler's type, a
-    definition's decorators, bases and defaults), not its body, whose statements are sites of their own."""
-    if isinstance(statement, (ast.For, ast.AsyncFor)):
-        return [statement.target, statement.iter]
-    if isinstance(statement, (ast.While, ast.If)):
-        return [statement.test]
-    if isinstance(statement, (ast.With, ast.AsyncWith)):
-        return [part for item in statement.items for part in (item.context_expr, item.optional_vars) if part]
-    if isinstance(statement, ast.Match):
-        return [statement.subject, *(case.pattern for case in statement.cases)]
-    if isinstance(statement, (ast.Try, ast.TryStar)):
-        return [handler.type for handler in statement.handlers if handler.type]
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return [*statement.decorator_list, *statement.args.defaults,
-                *(default for default in statement.args.kw_defaults if default)]
-    if isinstance(statement, ast.ClassDef):
-        return [*statement.decorator_list, *statement.bases, *(keyword.value for keyword in statement.keywords)]
-    return [statement]
-
-
-def _sites(tree: ast.Module) -> Iterator[tuple[ast.AST, set[str], set[str]]]:
-    """(site, the names it holds, the names it binds outside any function) for every statement of ``tree``.
-
-    Why: a function may read a name that a statement other than its assignment changes (round 93:
-    ``HELPERS.append(looping_sum)``, ``TOOLS.append(torch.broadcast_shapes)``), or that a ``:=``, a ``for``, a
-    ``match`` or an ``except`` binds. Reading such a name reads every statement that holds it other than as the
-    function it calls (``print(segment_sum(v))`` changes no ``segment_sum``), and every name those hold: the site
-    is a tuple of the statement's headers and of those names, so the reader follows them all, bound or read. A
-    name an ``except`` binds is what any ``raise`` gave, so a handler's site holds every ``raise`` too.
-    """
-    raised = [part for node in ast.walk(tree) if isinstance(node, ast.Raise)
-              for part in (node.exc, node.cause) if part is not None]
-    in_functions = {id(inner) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                                ast.Lambda))
-                    for inner in ast.walk(node) if inner is not node}
-    for statement in ast.walk(tree):
-        if not isinstance(statement, (ast.stmt, ast.ExceptHandler)):
-            continue
-        if isinstance(statement, ast.ExceptHandler):
-            parts = [*([statement.type] if statement.type else []), *raised]
-            extra = {statement.name} if statement.name else set()
-        else:
-            parts, extra = _headers(statement), set()
-            if isinstance(statement, _DEFINITIONS) and statement.decorator_list:
-                extra = {statement.name}  # handed to each decorator (``@HELPERS.append``)
-        callees = {id(node.func) for part in parts for node in ast.walk(part) if isinstance(node, ast.Call)}
-        names = {node.id for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)
-                 and id(node) not in callees} | extra
-        names |= {node.name for part in parts for node in ast.walk(part)
-                  if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name}
-        names |= {node.rest for part in parts for node in ast.walk(part) if isinstance(node, ast.MatchMapping) and node.rest}
-        if not names:
-            continue
-        bound = set()
-        if id(statement) not in in_functions:
-            bound = {node.id for part in parts for node in ast.walk(part)
-                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)} | extra
-            bound |= names - {node.id for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)}
-        site = ast.Tuple(elts=[*parts, *(ast.Name(id=name, ctx=ast.Load()) for name in sorted(names))], ctx=ast.Load())
-        site.lineno = statement.lineno
-        site.site = True  # a site, not a definition: no recursion through it (:func:`_reached`)
-        yield site, names, bound
 
 
 def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
@@ -422,36 +355,113 @@ def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
     return False
 
 
+def _values(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
+    """(cell index, node) of every name or attribute a cell reads as a value, not as the function of a call nor as
+    the object whose attribute or item it reads (``out.add_``, ``rows[0]``), and the name of every definition
+    handed to a decorator of the student's own (``@HELPERS.append``; ``@staticmethod`` keeps it where it is)."""
+    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
+    own = {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
+    for index, tree in trees:
+        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        called |= {id(node.value) for node in ast.walk(tree) if isinstance(node, (ast.Attribute, ast.Subscript))}
+        called |= {id(decorator) for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
+                   for decorator in node.decorator_list}
+        for node in ast.walk(tree):
+            if isinstance(node, _DEFINITIONS) and any(_keeps_arguments(decorator, own)
+                                                      for decorator in node.decorator_list):
+                yield index, ast.Name(id=node.name, ctx=ast.Load(), lineno=node.lineno)
+            elif (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                  and id(node) not in called):
+                yield index, node
+
+
+def _escaped(cells: dict[int, str], callables: set[str]) -> set[str]:
+    """The student's functions, classes and methods that some cell uses as a value (:data:`__doc__`)."""
+    return {name for _, node in _values(cells)
+            if (name := node.id if isinstance(node, ast.Name) else node.attr) in callables}
+
+
 def _reached(cells: dict[int, str], function: str
              ) -> tuple[list[tuple[str, int, ast.AST]], dict[str, set[str]], set[str]] | None:
     """(name, cell index, node) of ``function`` and of everything of the student's it uses, who uses whom, and
     the names of the student's functions, classes and their aliases; None when no definition of ``function`` can
     be read."""
-    definitions = _definitions(cells)
+    definitions, uses, callables = _graph(cells)
     if function not in definitions:
         return None
+    found = _walk(function, definitions, uses)
+    if _unpinned(found, definitions, cells):  # it reads a value handed around: what was handed may be there
+        found = _walk(function, definitions, uses, also=sorted(_escaped(cells, callables)))
+    return found, uses, callables
+
+
+def _graph(cells: dict[int, str]) -> tuple[dict[str, list[tuple[int, ast.AST]]], dict[str, set[str]], set[str]]:
+    """The student's definitions by name, who uses whom, and the names of their functions, classes and aliases."""
+    definitions = _definitions(cells)
     callables = {name for name, nodes in definitions.items() if any(isinstance(n, _DEFINITIONS) for _, n in nodes)}
     aliases = _aliases(cells, callables)
     known = set(definitions) | set(aliases)
     callables |= set(aliases)
-    uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes
-                                if not getattr(node, "site", False)))
+    uses = {name: set().union(*(_used_names(node, known, callables) for _, node in nodes))
             for name, nodes in definitions.items()}
     for alias, targets in aliases.items():
         uses[alias] = uses.get(alias, set()) | targets
-    # what a name's sites hold is reached too, but is no call of it: a statement that changes a name holds it
-    reaches = {name: uses.get(name, set()).union(*(_used_names(node, known, callables) for _, node in nodes
-                                                   if getattr(node, "site", False)))
-               for name, nodes in definitions.items()} | {alias: uses[alias] for alias in aliases}
-    reached, todo, found = set(), [function], []
+    return definitions, uses, callables
+
+
+def _walk(function: str, definitions: dict[str, list[tuple[int, ast.AST]]], uses: dict[str, set[str]],
+          also: list[str] | tuple[()] = ()) -> list[tuple[str, int, ast.AST]]:
+    """(name, cell index, node) of ``function``, of ``also``, and of every definition of the student's they use."""
+    reached, todo, found = set(), [function, *also], []
     while todo:
         name = todo.pop()
         if name in reached:
             continue
         reached.add(name)
         found += [(name, index, node) for index, node in definitions.get(name, ())]
-        todo += sorted(reaches[name] - reached)
-    return found, uses, callables
+        todo += sorted(uses.get(name, set()) - reached)
+    return found
+
+
+def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list[tuple[int, ast.AST]]],
+              cells: dict[int, str]) -> set[str]:
+    """The names the reached code reads that hold a value the reading cannot pin down: bound by the student other
+    than by a ``def``, a ``class``, an import or a constant (a list filled later, a ``:=``, ``for``, ``match`` or
+    ``except`` target, a closure's variable). Names only the lab binds (``torch``, ``device``) are pinned: the
+    code policy keeps them. An honest answer reads its arguments, torch and its own functions: none of these."""
+    free = set()
+    for _, _, node in found:
+        loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
+        own = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load)}
+        own |= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
+        own |= {inner.name for inner in ast.walk(node) if isinstance(inner, _DEFINITIONS)}
+        free |= loads - own
+    student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
+               for name in _names_bound(inner)}
+    return {name for name in free & student
+            if not definitions.get(name) or not all(_pinned(node) for _, node in definitions[name])}
+
+
+def _names_bound(node: ast.AST) -> list[str]:
+    """Every name ``node`` binds, in any scope: targets, parameters, definitions, imports, patterns, handlers."""
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
+        return _bound_names(node)
+    if isinstance(node, ast.arguments):
+        return sorted(_argument_names(node))
+    name = getattr(node, "name", None) if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) else None
+    rest = node.rest if isinstance(node, ast.MatchMapping) else None
+    return [bound for bound in (name, rest) if bound]
+
+
+def _pinned(node: ast.AST) -> bool:
+    """Whether a binding gives its name a value the reading knows: a function, a class, a module, a constant."""
+    if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
+        return True
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    return value is not None and all(isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.Load))
+                                     for inner in ast.walk(value))
 
 
 def _objects_callable(node: ast.ClassDef) -> bool:
@@ -507,6 +517,91 @@ def forbidden_calls(cells: dict[int, str], function: str, callee: str,
         return [f"no definition of {function} that the grader can read"]
     return [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
             for name, index, node in reached[0] for line in sorted(set(_mentions(node, callee, aliases)))]
+
+
+def forbidden_values(cells: dict[int, str], function: str, callee: str,
+                     modules: dict[str, str] | None = None) -> list[str]:
+    """Where a cell uses ``callee`` as a value rather than calling it: an attribute or name of that name, or, when
+    ``callee`` is a module, a function of it reached through one of the names ``modules`` (name -> module) binds
+    to it or to its submodules (``torch.broadcast_shapes``, ``F.pad``; ``torch.float32`` and ``torch.Tensor`` are no
+    functions). A callable handed over can be called wherever it ends up (round 93: ``STEPS.append(torch.Tensor.
+    backward)``, then ``STEPS[0](...)``)."""
+    definitions, uses, _ = _graph(cells)
+    if function not in definitions or not _unpinned(_walk(function, definitions, uses), definitions, cells):
+        return []  # it reads no value handed around: a callable kept elsewhere cannot reach it
+    roots = {name: module for name, module in (modules or {}).items()
+             if module == callee or module.startswith(f"{callee}.")}
+    if not roots:
+        return [f"{callee} used as a value (notebook cell {index + 1}, line {node.lineno})"
+                for index, node in _values(cells) if (node.id if isinstance(node, ast.Name) else node.attr) == callee]
+    return [f"{callee} used as a value (notebook cell {index + 1}, line {node.lineno})"
+            for index, node in _stored(cells) if isinstance(node, ast.Attribute) and _is_function_of(node, roots)]
+
+
+def _stored(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
+    """(cell index, node) of every value a cell keeps where other code can reach it, as it is or as an item of a
+    literal container: assigned, bound by ``:=``, returned or yielded, iterated by a ``for`` or matched, raised, or
+    handed to a function or method of the student's (``install(f)``, ``HELPERS.append(f)``) or to ``partial``.
+    Not what a library call merely uses (``torch.vmap(torch.dot)``, ``x.to(dtype=torch.float32)``)."""
+    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
+    own = {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
+    for index, tree in trees:
+        for node in ast.walk(tree):
+            held: list[ast.expr] = []
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Return, ast.Yield,
+                                 ast.YieldFrom)) and node.value is not None:
+                held = [node.value]
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                held = [node.iter]
+            elif isinstance(node, ast.Match):
+                held = [node.subject]
+            elif isinstance(node, ast.Raise) and node.exc is not None:
+                held = [node.exc, *(node.exc.args if isinstance(node.exc, ast.Call) else [])]
+            elif isinstance(node, ast.Call) and _keeps_arguments(node.func, own):
+                held = [*node.args, *(keyword.value for keyword in node.keywords)]
+            for value in held:
+                for item in _direct(value):
+                    yield index, item
+
+
+def _bound_here(node: ast.AST) -> list[str]:
+    """The names ``node`` binds to the student's own objects: a definition's, an assignment's or any other
+    target's, not an import's (a library's ``functools.wraps(torch.nn.functional.gelu)`` keeps nothing of theirs)."""
+    if isinstance(node, _DEFINITIONS):
+        return [node.name]
+    return [node.id] if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) else []
+
+
+def _keeps_arguments(function: ast.expr, own: set[str]) -> bool:
+    """Whether a call of ``function`` may keep its arguments where other code reaches them: a function or method
+    of a name the cell binds (``install(f)``, ``HELPERS.append(f)``), or ``partial``."""
+    root = function
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    named = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+    return named == "partial" or isinstance(root, ast.Name) and root.id in own
+
+
+def _is_function_of(node: ast.Attribute, roots: dict[str, str]) -> bool:
+    """Whether ``node`` (``torch.broadcast_shapes``, ``torch.Tensor.backward``) is a function of a module in
+    ``roots``, read off the module itself without running any of its code (``inspect.getattr_static``: no module
+    ``__getattr__``, no descriptor). The modules are the lab's own set-up's, imported once by the grader."""
+    path: list[str] = []
+    inner: ast.expr = node
+    while isinstance(inner, ast.Attribute):
+        path.insert(0, inner.attr)
+        inner = inner.value
+    if not isinstance(inner, ast.Name) or inner.id not in roots:
+        return False
+    try:
+        value: object = importlib.import_module(roots[inner.id])
+        for attribute in path:
+            value = inspect.getattr_static(value, attribute)
+    except (ImportError, AttributeError):
+        return False
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    return inspect.isroutine(value) or isinstance(value, functools.partial)
 
 
 def module_aliases(module_names: dict[str, str], callee: str) -> frozenset[str]:
