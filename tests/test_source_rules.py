@@ -265,6 +265,13 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "with open('x') as _:\n    pass\ntry:\n    raise ValueError(looping_sum)\nexcept ValueError as caught:\n"
         "    pass\n" + CALLS_HELPER.format("caught.args[0]"),
         "HELPERS = []\n@HELPERS.append\n" + LOOPING + CALLS_HELPER.format("HELPERS[0]"),
+        # Round 95: kept in a list a class's body binds, or in a mutable default argument.
+        "class Registry:\n    items = []\nRegistry.items.append(looping_sum)\n" + CALLS_HELPER.format("Registry.items[0]"),
+        "def segment_sum(v, ids, n, _box={}, _install=None):\n    if _install:\n        _box['f'] = _install\n"
+        "        return None\n    return _box['f'](v, ids, n)\nsegment_sum(None, None, 0, _install=looping_sum)\n",
+        # Round 94: set on a class by a classmethod called through an alias.
+        "class Registry:\n    @classmethod\n    def store(cls, f):\n        cls.f = f\nput = Registry.store\n"
+        "put(looping_sum)\n" + CALLS_HELPER.format("Registry.f"),
         # Round 94: handed over by a call, kept in a closure cell.
         "HELPERS = []\ndef install(f):\n    HELPERS.append(f)\ninstall(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
         "def make():\n    kept = [None]\n    def pick(f):\n        kept[0] = f\n    return pick, lambda: kept[0]\n"
@@ -291,6 +298,8 @@ READS_STEPS = PENALTY.replace("torch.autograd.grad(", "STEPS[0](")
          "torch"),  # round 94
         ("TOOLS = [F.pad]", "expand_strides", "torch"),
         ("import functools\nTOOLS = [functools.partial(torch.broadcast_shapes, (1,))]", "expand_strides", "torch"),
+        ("class Tools:\n    items = []\nTools.items.append(torch.broadcast_shapes)\nTOOLS = Tools.items", "expand_strides",
+         "torch"),  # round 95
         ("STEPS = []\nSTEPS.append(torch.Tensor.backward)", "r1_penalty", "backward"),  # round 93
         ("STEPS = []\ndef install(f):\n    STEPS.append(f)\ninstall(torch.autograd.backward)", "r1_penalty",
          "backward"),  # round 94
@@ -312,6 +321,20 @@ def test_torch_values_elsewhere_do_not_reach_an_answer_that_reads_none() -> None
     assert forbidden_values(cells, "r1_penalty", "backward", SETUP_MODULES) == []
     kept = {3: "x = torch.zeros(3, dtype=torch.float32)\nok = isinstance(x, torch.Tensor)\nTOOLS = [len]", 4: READS_TOOLS}
     assert forbidden_values(kept, "expand_strides", "torch", SETUP_MODULES) == []  # nothing of torch's kept
+
+
+def test_honest_code_round_95_failed_keeps_its_part() -> None:
+    """A torch function bound to a local of another part's function keeps nothing where the answer reads it; a
+    constant from torch (``torch.long``) and an ``except ... as error`` inside the answer are pinned."""
+    strides = STRIDES.replace("return", "try:\n        len(shape)\n    except TypeError as error:\n"
+                                        "        raise ValueError('a shape') from error\n    return")
+    pairwise = "def pairwise_sq_dists(a, b):\n    total = torch.sum\n    return total((a[:, None] - b) ** 2, -1)"
+    assert forbidden_values({3: strides, 4: pairwise}, "expand_strides", "torch", SETUP_MODULES) == []
+    constant = ("INDEX_DTYPE = torch.long\ndef last_valid_token(h, lengths):\n"
+                "    return h[torch.arange(h.shape[0]), (lengths - 1).to(INDEX_DTYPE)]\n"
+                "def slow(h, lengths):\n    return torch.stack([h[i, n - 1] for i, n in enumerate(lengths)])\n"
+                "for fn in (last_valid_token, slow):\n    print(fn(_h, _l))")
+    assert python_loops({3: constant}, "last_valid_token") == []
 
 
 def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:

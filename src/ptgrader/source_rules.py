@@ -29,9 +29,10 @@ can tell where it ends up (round 93: ``HELPERS.append(looping_sum)`` at the top 
 ``HELPERS[0](...)``; round 94: ``install(looping_sum)``, a closure set through ``nonlocal``; and a ``:=``,
 ``for`` or ``match`` target, a ``raise``, a decorator of the student's). So is a forbidden callable kept as a
 value anywhere (``STEPS.append(torch.Tensor.backward)``, ``install(torch.broadcast_shapes)``). Both only when
-the answer reads a value handed around (:func:`_unpinned`): one that reads its arguments, torch and its own
-functions is not reached by what other parts hand over. Not seen: an attribute a classmethod sets on a class
-of the student's (``Registry.f``), read through the class.
+the answer reads a value handed around (:func:`_unpinned`: a name, a class's attribute or a default argument
+the reading cannot pin down; round 95: ``Registry.items.append(f)``, ``_box={}``): one that reads its
+arguments, torch, constants and its own functions is not reached by what other parts hand over, nor by a
+torch function bound to another function's local.
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -427,19 +428,51 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
               cells: dict[int, str]) -> set[str]:
     """The names the reached code reads that hold a value the reading cannot pin down: bound by the student other
     than by a ``def``, a ``class``, an import or a constant (a list filled later, a ``:=``, ``for``, ``match`` or
-    ``except`` target, a closure's variable). Names only the lab binds (``torch``, ``device``) are pinned: the
-    code policy keeps them. An honest answer reads its arguments, torch and its own functions: none of these."""
-    free = set()
+    ``except`` target, a closure's variable); a class's attribute bound to such a value or set from outside the
+    class (``Registry.items``, round 95); a parameter whose default is such a value (``_box={}``, round 95). Names
+    only the lab binds (``torch``, ``device``) are pinned: the code policy keeps them. An honest answer reads its
+    arguments, torch, constants and its own functions: none of these."""
+    free, unpinned = set(), set()
+    student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
+               for name in _names_bound(inner)}
+    classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
     for _, _, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
         own = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load)}
         own |= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
-        own |= {inner.name for inner in ast.walk(node) if isinstance(inner, _DEFINITIONS)}
+        own |= {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its handlers' and patterns' too
         free |= loads - own
-    student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
-               for name in _names_bound(inner)}
-    return {name for name in free & student
-            if not definitions.get(name) or not all(_pinned(node) for _, node in definitions[name])}
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.arguments):
+                defaults = [*inner.defaults, *(default for default in inner.kw_defaults if default)]
+                unpinned |= {f"a default ({ast.unparse(default)[:40]})" for default in defaults
+                             if not _known(default, student)}
+            elif (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+                  and inner.value.id in classes and not _class_pins(classes[inner.value.id], inner.attr, student)):
+                unpinned.add(f"{inner.value.id}.{inner.attr}")
+    return unpinned | {name for name in free & student
+                       if not definitions.get(name) or not all(_pinned(node, student) for _, node in definitions[name])}
+
+
+def _class_pins(node: ast.ClassDef, attribute: str, student: set[str]) -> bool:
+    """Whether the class's own body binds ``attribute`` to a value the reading knows (a method, a nested class, a
+    constant), and nothing outside the class body could have set it instead."""
+    bound = [inner for inner in node.body if attribute in _bound_names_of(inner)]
+    return bool(bound) and all(_pinned(inner, student) for inner in bound)
+
+
+def _bound_names_of(node: ast.AST) -> list[str]:
+    """The names a statement of a class body binds (a definition, an import, an assignment's targets)."""
+    if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)):
+        return _bound_names(node)
+    return []
+
+
+def _known(value: ast.expr, student: set[str]) -> bool:
+    """Whether an expression is a value the reading knows: constants, and attributes of names only the lab binds
+    (``torch.long``, ``math.pi``), not of the student's (an alias of their list is that list)."""
+    return all(isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.Load, ast.Attribute))
+               or isinstance(inner, ast.Name) and inner.id not in student for inner in ast.walk(value))
 
 
 def _names_bound(node: ast.AST) -> list[str]:
@@ -455,13 +488,13 @@ def _names_bound(node: ast.AST) -> list[str]:
     return [bound for bound in (name, rest) if bound]
 
 
-def _pinned(node: ast.AST) -> bool:
-    """Whether a binding gives its name a value the reading knows: a function, a class, a module, a constant."""
+def _pinned(node: ast.AST, student: set[str]) -> bool:
+    """Whether a binding gives its name a value the reading knows: a function, a class, a module, a constant, or an
+    attribute of one only the lab binds (``INDEX_DTYPE = torch.long``; round 95: honest, and failed)."""
     if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
         return True
     value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-    return value is not None and all(isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.Load))
-                                     for inner in ast.walk(value))
+    return value is not None and _known(value, student)
 
 
 def _objects_callable(node: ast.ClassDef) -> bool:
@@ -546,10 +579,13 @@ def _stored(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
     trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
     own = {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
     for index, tree in trees:
+        local = _local_bindings(tree)
         for node in ast.walk(tree):
             held: list[ast.expr] = []
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Return, ast.Yield,
-                                 ast.YieldFrom)) and node.value is not None:
+            if id(node) in local:
+                pass  # a local of a function: kept nowhere another function reads (round 95: ``total = torch.sum``)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Return, ast.Yield,
+                                   ast.YieldFrom)) and node.value is not None:
                 held = [node.value]
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 held = [node.iter]
@@ -562,6 +598,26 @@ def _stored(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
             for value in held:
                 for item in _direct(value):
                     yield index, item
+
+
+def _local_bindings(tree: ast.Module) -> set[int]:
+    """The ids of the assignments inside a function that bind only its own locals: plain names, not declared
+    ``global`` or ``nonlocal`` there (an attribute or an item assigned is kept in an object others may read)."""
+    found = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        declared = {name for inner in ast.walk(function) if isinstance(inner, (ast.Global, ast.Nonlocal))
+                    for name in inner.names}
+        for inner in ast.walk(function):
+            if inner is function or not isinstance(inner, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+                continue
+            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
+            names = [target for outer in targets for target in ast.walk(outer)
+                     if isinstance(target, (ast.Name, ast.Attribute, ast.Subscript))]
+            if all(isinstance(target, ast.Name) and target.id not in declared for target in names):
+                found.add(id(inner))
+    return found
 
 
 def _bound_here(node: ast.AST) -> list[str]:
