@@ -272,6 +272,9 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         # Round 94: set on a class by a classmethod called through an alias.
         "class Registry:\n    @classmethod\n    def store(cls, f):\n        cls.f = f\nput = Registry.store\n"
         "put(looping_sum)\n" + CALLS_HELPER.format("Registry.f"),
+        # Round 96: a method the class body defines, replaced by an installer.
+        "class Registry:\n    def impl(v, ids, n):\n        return v\ndef install(g):\n    Registry.impl = g\n"
+        "install(looping_sum)\n" + CALLS_HELPER.format("Registry.impl"),
         # Round 94: handed over by a call, kept in a closure cell.
         "HELPERS = []\ndef install(f):\n    HELPERS.append(f)\ninstall(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
         "def make():\n    kept = [None]\n    def pick(f):\n        kept[0] = f\n    return pick, lambda: kept[0]\n"
@@ -335,6 +338,10 @@ def test_honest_code_round_95_failed_keeps_its_part() -> None:
                 "def slow(h, lengths):\n    return torch.stack([h[i, n - 1] for i, n in enumerate(lengths)])\n"
                 "for fn in (last_valid_token, slow):\n    print(fn(_h, _l))")
     assert python_loops({3: constant}, "last_valid_token") == []
+    # Round 96: a default made by torch (a device) is a value the reading knows, beside a loop-based checker.
+    checked = ("def segment_sum(v, ids, n, *, device=torch.device('cpu')):\n    return v.new_zeros((n,)).index_add_(0, ids, v)\n"
+               "def naive(v, ids, n):\n    return [sum(v[ids == s]) for s in range(n)]\nprint(agree(segment_sum, naive))")
+    assert python_loops({3: checked}, "segment_sum") == []
 
 
 def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:

@@ -436,6 +436,10 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
+    # an attribute assigned anywhere, in any function, under any object's name, may be a class's (round 96:
+    # ``Registry.impl = g`` in an installer replaced a method the class body defines)
+    stored = {inner.attr for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
+              if isinstance(inner, ast.Attribute) and not isinstance(inner.ctx, ast.Load)}
     for _, _, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
         own = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load)}
@@ -448,7 +452,8 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
                 unpinned |= {f"a default ({ast.unparse(default)[:40]})" for default in defaults
                              if not _known(default, student)}
             elif (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
-                  and inner.value.id in classes and not _class_pins(classes[inner.value.id], inner.attr, student)):
+                  and inner.value.id in classes
+                  and (inner.attr in stored or not _class_pins(classes[inner.value.id], inner.attr, student))):
                 unpinned.add(f"{inner.value.id}.{inner.attr}")
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or not all(_pinned(node, student) for _, node in definitions[name])}
@@ -468,11 +473,28 @@ def _bound_names_of(node: ast.AST) -> list[str]:
     return []
 
 
+#: Calls that make a value holding no callable, and that a default or a constant may be made of (round 96:
+#: ``device=torch.device("cpu")`` is honest); a container (``list()``, ``nn.ModuleList()``) may hold anything.
+_VALUE_MAKERS = frozenset({"device", "dtype", "Size", "finfo", "iinfo", "float", "int", "complex", "bool", "str",
+                           "tuple", "frozenset"})
+
+
 def _known(value: ast.expr, student: set[str]) -> bool:
-    """Whether an expression is a value the reading knows: constants, and attributes of names only the lab binds
-    (``torch.long``, ``math.pi``), not of the student's (an alias of their list is that list)."""
-    return all(isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.Load, ast.Attribute))
-               or isinstance(inner, ast.Name) and inner.id not in student for inner in ast.walk(value))
+    """Whether an expression is a value the reading knows: constants, arithmetic on them, attributes of names only
+    the lab binds (``torch.long``, ``math.pi``), not of the student's (an alias of their list is that list), and
+    the calls of :data:`_VALUE_MAKERS` on such values."""
+    for inner in ast.walk(value):
+        if isinstance(inner, ast.Call):
+            named = inner.func.attr if isinstance(inner.func, ast.Attribute) else getattr(inner.func, "id", None)
+            if named not in _VALUE_MAKERS:
+                return False
+        elif isinstance(inner, ast.Name):
+            if inner.id in student:
+                return False
+        elif not isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.BinOp, ast.operator,
+                                    ast.Load, ast.Attribute, ast.keyword)):
+            return False
+    return True
 
 
 def _names_bound(node: ast.AST) -> list[str]:
