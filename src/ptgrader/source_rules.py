@@ -360,8 +360,7 @@ def _values(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
     """(cell index, node) of every name or attribute a cell reads as a value, not as the function of a call nor as
     the object whose attribute or item it reads (``out.add_``, ``rows[0]``), and the name of every definition
     handed to a decorator of the student's own (``@HELPERS.append``; ``@staticmethod`` keeps it where it is)."""
-    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
-    own = {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
+    trees, own = _trees_and_own_names(cells)
     for index, tree in trees:
         called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
         called |= {id(node.value) for node in ast.walk(tree) if isinstance(node, (ast.Attribute, ast.Subscript))}
@@ -442,9 +441,7 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
               if isinstance(inner, ast.Attribute) and not isinstance(inner.ctx, ast.Load)}
     for _, _, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
-        own = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and not isinstance(inner.ctx, ast.Load)}
-        own |= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
-        own |= {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its handlers' and patterns' too
+        own = {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its arguments, locals, handlers'
         free |= loads - own
         for inner in ast.walk(node):
             if isinstance(inner, ast.arguments):
@@ -462,15 +459,9 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
 def _class_pins(node: ast.ClassDef, attribute: str, student: set[str]) -> bool:
     """Whether the class's own body binds ``attribute`` to a value the reading knows (a method, a nested class, a
     constant), and nothing outside the class body could have set it instead."""
-    bound = [inner for inner in node.body if attribute in _bound_names_of(inner)]
+    bound = [inner for inner in node.body if isinstance(inner, (*_DEFINITIONS, ast.Import, ast.ImportFrom, ast.Assign,
+                                                                 ast.AnnAssign)) and attribute in _bound_names(inner)]
     return bool(bound) and all(_pinned(inner, student) for inner in bound)
-
-
-def _bound_names_of(node: ast.AST) -> list[str]:
-    """The names a statement of a class body binds (a definition, an import, an assignment's targets)."""
-    if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)):
-        return _bound_names(node)
-    return []
 
 
 #: Calls that make a value holding no callable, and that a default or a constant may be made of (round 96:
@@ -598,8 +589,7 @@ def _stored(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
     literal container: assigned, bound by ``:=``, returned or yielded, iterated by a ``for`` or matched, raised, or
     handed to a function or method of the student's (``install(f)``, ``HELPERS.append(f)``) or to ``partial``.
     Not what a library call merely uses (``torch.vmap(torch.dot)``, ``x.to(dtype=torch.float32)``)."""
-    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
-    own = {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
+    trees, own = _trees_and_own_names(cells)
     for index, tree in trees:
         local = _local_bindings(tree)
         for node in ast.walk(tree):
@@ -640,6 +630,12 @@ def _local_bindings(tree: ast.Module) -> set[int]:
             if all(isinstance(target, ast.Name) and target.id not in declared for target in names):
                 found.add(id(inner))
     return found
+
+
+def _trees_and_own_names(cells: dict[int, str]) -> tuple[list[tuple[int, ast.Module]], set[str]]:
+    """Every cell's parsed code, and the names the cells bind to the student's own objects (:func:`_bound_here`)."""
+    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
+    return trees, {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
 
 
 def _bound_here(node: ast.AST) -> list[str]:
