@@ -20,6 +20,7 @@ from nbgrader.preprocessors import (
 try:  # the grading service: in the repository's environment (`make setup`), not in the learners' ptlabs
     from ptgrader.execute import GuardedExecute
     from ptgrader.failsafe import GuardedExporter
+    from ptgrader.gradebook_engines import share_gradebook_engines
     from ptgrader.intake import CellCountCheck
     from ptgrader.metadata_check import CheckCellMetadata  # nbgrader's, its schema compiled once
     from ptgrader.repair import DeduplicateCells, PlaceMissingCells, RecoverCellMetadata, RestoreCellFlags
@@ -50,6 +51,10 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # FIFO or a device is refused, with no marks and a report), and any failure while grading one student becomes
 # that student's report ("needs review") instead of ending the run. See ptgrader.failsafe.
 c.Autograde.exporter_class = GuardedExporter
+# nbgrader opens its gradebook about eleven times per submission, each time with a new database engine: one engine
+# per gradebook in this process compiles each query once (a seventh of the grading process's CPU). See
+# ptgrader.gradebook_engines.
+share_gradebook_engines()
 # Names and messages from submissions are logged with their control characters escaped (a notebook name with
 # terminal escape codes cleared the terminal and printed a fake log line).
 c.Application.logging_config = {"formatters": {"console": {"class": "ptgrader.intake.EscapingLogFormatter"}}}

@@ -557,11 +557,24 @@ def hostile_submissions(course: Path, lab: str, lab_fixtures: list[Fixture], *, 
 #: The report flags of a hostile case the grader never runs: grades withheld by the code policy, or refused.
 NEVER_RUN = frozenset({"withheld", "refused"})
 
-#: What a submission costs to grade in a lab, against one of lab 01's (a lab not listed counts as 1): the kernel CPU
-#: of a run submission, from the grader's reports of 2026-12-04 (lab 05 4.7 s: torch.compile and the profiler;
-#: lab 06 3.5 s: torch.export and ONNX; the others 0.7 to 1.0 s). Only how the commands share the labs depends
-#: on it: by students alone, labs 05 and 06 fell in one command, which ran 370 s while the other ran 200.
-SUBMISSION_WEIGHT = {"lab05_acceleration": 5, "lab06_distributed_export": 4}
+#: What a submission that runs costs to grade in a lab, against one of lab 01's (a lab not listed counts as 1): its
+#: kernel's CPU and the grader's own (about 0.3 s), from the grader's reports of 2026-12-07 (lab 05 4.6 s of kernel
+#: CPU: torch.compile and the profiler; lab 06 3.3 s: torch.export and ONNX; lab 07 1.25 s; the others 0.8 to
+#: 1.1 s). Only how the commands share the labs depends on it: by students alone, labs 05 and 06 fell in one
+#: command, which ran 370 s while the other ran 200.
+SUBMISSION_WEIGHT = {"lab05_acceleration": 4.5, "lab06_distributed_export": 3.5, "lab07_bug_hunt": 1.5}
+
+#: What a hostile case that never runs (``NEVER_RUN``) costs, in the same unit: nbgrader's steps and the code
+#: policy's reading, no kernel (lab 01 has 35 of its 55 policy cases so, which counted as whole submissions put
+#: it in the longer command).
+NOT_RUN_WEIGHT = 0.25
+
+
+def class_work(lab: str, students: Iterable[str], not_run: set[str]) -> float:
+    """What grading ``students`` of ``lab`` costs, in lab 01 submissions that run (``not_run``: the students whose
+    submission is withheld or refused before it runs)."""
+    weight = SUBMISSION_WEIGHT.get(lab, 1)
+    return sum(NOT_RUN_WEIGHT if student in not_run else weight for student in students)
 
 
 def command_groups(class_sizes: Mapping[str, float], commands: int) -> list[list[str]]:
@@ -602,8 +615,9 @@ def grade_labs(
     fits the cores, the commands side by side. ``runtime_lab`` also gets a course of its own whose
     configuration turns the code policy off: there the runtime-only hostile cases run, followed by an
     honest student who must keep full marks (the runtime defences do not depend on the lab, so one lab
-    proves them); it is started last: its kernels mostly wait out time limits (30 students, about 40 s
-    of wall time), and the classes' commands, whose costs differ by lab, all start at once. A lab that
+    proves them); it starts with the classes' commands, beside them: its kernels mostly wait out time
+    limits (52 students, 145 s of wall time for 80 s of CPU), and the classes' commands fill those
+    waits. Queued behind them, it ran alone for the last 70 s of the grading. A lab that
     cannot be prepared maps to its LabToolError; a command that fails maps every lab it graded to its
     error, which names them.
     """
@@ -645,7 +659,7 @@ def grade_labs(
             hostile.arrange_submissions(course, lab)
             courses[lab].append(course)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with ThreadPoolExecutor(max_workers=jobs + 1) as pool:  # the classes' commands, and the runtime course's
         for lab, future in [(lab, pool.submit(prepare, lab)) for lab in names]:
             try:
                 future.result()
@@ -653,7 +667,8 @@ def grade_labs(
                 outcome[lab] = exc
             except Exception as exc:  # a malformed lab (bad notebook, bad fixture) fails its own tests only
                 outcome[lab] = LabToolError(f"{lab}: {type(exc).__name__}: {exc}")
-        work = {lab: len(submissions[lab]) * SUBMISSION_WEIGHT.get(lab, 1) for lab in names if lab not in outcome}
+        not_run = {case.student for case in hostile.cases() if case.flag in NEVER_RUN}
+        work = {lab: class_work(lab, submissions[lab], not_run) for lab in names if lab not in outcome}
         groups = command_groups(work, jobs)
         group_courses = [workdir / f"class{index}" for index in range(len(groups))]
         for future in [pool.submit(submit_group, group, course) for group, course in zip(groups, group_courses)]:

@@ -226,6 +226,10 @@ def test_grading_commands_take_labs_of_about_as_much_work_each() -> None:
     assert set(heavy) <= set(LAB_NAMES), f"SUBMISSION_WEIGHT names labs that do not exist: {set(heavy) - set(LAB_NAMES)}"
     weighted = {lab: 25 * lab_tools.SUBMISSION_WEIGHT.get(lab, 1) for lab in {*LAB_NAMES, *heavy}}
     assert not any(set(heavy) <= set(group) for group in lab_tools.command_groups(weighted, 2))
+    # a hostile case withheld or refused before it runs costs a fraction of a submission that runs
+    lab = LAB_NAMES[0]
+    assert lab_tools.class_work(lab, ["solution", "hostile-a", "hostile-b"], {"hostile-b"}) == (
+        2 * lab_tools.SUBMISSION_WEIGHT.get(lab, 1) + lab_tools.NOT_RUN_WEIGHT)
 
 
 @pytest.mark.parametrize("lab", LAB_NAMES)

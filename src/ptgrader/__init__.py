@@ -27,6 +27,7 @@ The repository has three rooms, and the imports go one way:
   - :mod:`~ptgrader.ipython_code`: a cell as the Python IPython runs (read once, for the policy and the source rules);
   - :mod:`~ptgrader.course`, :mod:`~ptgrader.outputs`, :mod:`~ptgrader.repair`: the course record,
     output without active HTML, repairs of stripped metadata;
+  - :mod:`~ptgrader.gradebook_engines`: one database engine per gradebook in a grading process;
   - :mod:`~ptgrader.autograde`: ``python -m ptgrader.autograde LAB --jobs N``, and
     ``python -m ptgrader.report LAB`` lists the reports;
   - :mod:`~ptgrader.processes`: ending marked processes, for the tests' notebook runner.
