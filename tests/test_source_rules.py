@@ -279,6 +279,13 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "HELPERS = []\ndef install(f):\n    HELPERS.append(f)\ninstall(looping_sum)\n" + CALLS_HELPER.format("HELPERS[0]"),
         "def make():\n    kept = [None]\n    def pick(f):\n        kept[0] = f\n    return pick, lambda: kept[0]\n"
         "pick, get = make()\npick(looping_sum)\n" + CALLS_HELPER.format("get()"),
+        # Round 97: handed over by decorators of any shape, a lambda, or a library function kept as a value.
+        "HELPERS = []\n@(lambda f: HELPERS.append(f) or f)\n" + LOOPING + CALLS_HELPER.format("HELPERS[0]"),
+        "HELPERS = []\n@[HELPERS.append][0]\n" + LOOPING + CALLS_HELPER.format("HELPERS[0]"),
+        "PARTS = []\n@(lambda c: PARTS.append(c()) or c)\nclass Part:\n    def __call__(self, v, ids, n):\n"
+        "        return looping_sum(v, ids, n)\n" + CALLS_HELPER.format("PARTS[0]"),
+        "HELPERS = []\nHELPERS.append(lambda v, ids, n: [r for r in v])\n" + CALLS_HELPER.format("HELPERS[0]"),
+        "import functools\nHELPERS = [functools.partial(map, abs)]\n" + CALLS_HELPER.format("HELPERS[0]"),
     ],
 )
 def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
@@ -306,11 +313,24 @@ READS_STEPS = PENALTY.replace("torch.autograd.grad(", "STEPS[0](")
         ("STEPS = []\nSTEPS.append(torch.Tensor.backward)", "r1_penalty", "backward"),  # round 93
         ("STEPS = []\ndef install(f):\n    STEPS.append(f)\ninstall(torch.autograd.backward)", "r1_penalty",
          "backward"),  # round 94
+        # Round 97: inside a call or an item read, wrapped, or returned through a local of another function.
+        ("TOOLS = []\nTOOLS.append(tuple([torch.broadcast_shapes])[0])", "expand_strides", "torch"),
+        ("import functools\nTOOLS = []\nfor TOOL in [functools.lru_cache(torch.broadcast_shapes)]:\n"
+         "    TOOLS.append(TOOL)", "expand_strides", "torch"),
+        ("def get():\n    f = torch.broadcast_shapes\n    return f\nTOOLS = []\nTOOLS.append(get())",
+         "expand_strides", "torch"),
+        ("HELPERS = []\n@(lambda f: HELPERS.append(f) or f)\ndef helper(s):\n    return torch.broadcast_shapes(*s)\n"
+         "TOOLS = HELPERS", "expand_strides", "torch"),
+        ("STEPS = []\n@[STEPS.append][0]\ndef step(loss, x):\n    loss.backward(inputs=[x], create_graph=True)\n",
+         "r1_penalty", "backward"),
     ],
 )
 def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, function: str, callee: str) -> None:
+    """The rule as the grader applies it (``ptgrader.execute``): what the function names, and callables kept as
+    values where it may reach them."""
     cells = {3: kept, 4: READS_TOOLS if callee == "torch" else READS_STEPS}
-    assert forbidden_values(cells, function, callee, SETUP_MODULES), cells
+    aliases = module_aliases(SETUP_MODULES, callee)
+    assert forbidden_calls(cells, function, callee, aliases) + forbidden_values(cells, function, callee, SETUP_MODULES)
 
 
 def test_torch_values_elsewhere_do_not_reach_an_answer_that_reads_none() -> None:
@@ -342,6 +362,23 @@ def test_honest_code_round_95_failed_keeps_its_part() -> None:
     checked = ("def segment_sum(v, ids, n, *, device=torch.device('cpu')):\n    return v.new_zeros((n,)).index_add_(0, ids, v)\n"
                "def naive(v, ids, n):\n    return [sum(v[ids == s]) for s in range(n)]\nprint(agree(segment_sum, naive))")
     assert python_loops({3: checked}, "segment_sum") == []
+
+
+def test_honest_code_round_97_failed_keeps_its_part() -> None:
+    """A set of dtypes only looked up (``x.dtype in INDEX_DTYPES``), and a helper nested in the answer that reads the
+    answer's own arguments, beside a loop-based checker of the student's: none is a value handed around."""
+    checked = ("INDEX_DTYPES = {torch.int32, torch.int64}\ndef last_valid_token(h, lengths):\n"
+               "    if lengths.dtype not in INDEX_DTYPES:\n        raise TypeError('lengths')\n"
+               "    return h[torch.arange(h.shape[0], device=h.device), lengths - 1]\n"
+               "def slow_reference(h, lengths):\n    return torch.stack([h[i, n - 1] for i, n in enumerate(lengths)])\n"
+               "print(agree(last_valid_token, slow_reference))")
+    assert python_loops({3: checked}, "last_valid_token") == []
+    nested = ("def segment_sum(v, ids, n):\n    def scatter(out):\n        return out.index_add_(0, ids, v)\n"
+              "    return scatter(v.new_zeros((n, v.shape[1])))\n"
+              "def naive(v, ids, n):\n    return [v[ids == s].sum(0) for s in range(n)]")
+    assert python_loops({3: nested}, "segment_sum") == []
+    changed = checked.replace("print(", "INDEX_DTYPES.add(torch.int16)\nprint(")  # no longer as written
+    assert any("slow_reference" in loop for loop in python_loops({3: changed}, "last_valid_token"))
 
 
 def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:

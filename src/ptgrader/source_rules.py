@@ -23,16 +23,16 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   methods Python calls unnamed included: ``self(...)`` calls ``__call__``), or calls one of its own
   arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
 
-A function, class or method of the student's that any cell uses as a value (not only calls by name) is read
-as part of every answer that has a rule: once handed over, stored or bound under another name, no reading
-can tell where it ends up (round 93: ``HELPERS.append(looping_sum)`` at the top of a cell, then
-``HELPERS[0](...)``; round 94: ``install(looping_sum)``, a closure set through ``nonlocal``; and a ``:=``,
-``for`` or ``match`` target, a ``raise``, a decorator of the student's). So is a forbidden callable kept as a
-value anywhere (``STEPS.append(torch.Tensor.backward)``, ``install(torch.broadcast_shapes)``). Both only when
-the answer reads a value handed around (:func:`_unpinned`: a name, a class's attribute or a default argument
-the reading cannot pin down; round 95: ``Registry.items.append(f)``, ``_box={}``): one that reads its
-arguments, torch, constants and its own functions is not reached by what other parts hand over, nor by a
-torch function bound to another function's local.
+An answer that reads a value the reading cannot pin down (:func:`_unpinned`: a name, a class's attribute or a
+default argument the student binds other than by a ``def``, a ``class``, an import or a constant) is read with
+everything the student wrote: every function, class and lambda in any cell, every function of a forbidden
+module used as a value anywhere, and anything that iterates handed around as a value (``partial(map, f)``,
+``HELPERS.append(sorted)``). Once a value is handed around, no reading can tell what it holds: rounds 93 to 97
+handed a function over through a list filled at the top of a cell, an installer, a closure, a class attribute, a
+mutable default, and decorators of every shape (``@(lambda f: HELPERS.append(f) or f)``, ``@[HELPERS.append][0]``).
+An honest answer reads its arguments, torch, constants (a list, set or dict of them only looked up counts: ``x.dtype
+in INDEX_DTYPES``), its own functions, and what helpers nested in it read of it: none of these, so nothing another
+part does reaches it.
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -56,6 +56,7 @@ import importlib
 import inspect
 import re
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .ipython_code import as_python, parse
 
@@ -102,13 +103,19 @@ def call_rules(test_source: str) -> list[tuple[str, str]]:
     return CALL_RULE.findall(test_source)
 
 
-def _parse(source: str, depth: int = 0) -> list[ast.Module]:
-    """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement)."""
+@functools.lru_cache(maxsize=64)
+def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
+    """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement).
+
+    Kept for the same source: every reading of a submission then meets the same nodes, so that one reading can
+    name a node another found (:func:`_enclosing_bindings`); nothing changes a tree once it is parsed. At most 64
+    (a lab's cells), so that a large class never holds more than one submission's trees; past them a node is not
+    recognised, and a nested helper's reads count as values handed around (the stricter reading)."""
     try:
         tree = parse(as_python(source) if depth == 0 else source)
     except (SyntaxError, ValueError):
-        return []  # a cell that does not parse fails on its own when it runs
-    found = [tree]
+        return ()  # a cell that does not parse fails on its own when it runs
+    found: tuple[ast.Module, ...] = (tree,)
     if depth < 3:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAGICS:
@@ -358,41 +365,58 @@ def _reaches_itself(name: str, uses: dict[str, set[str]]) -> bool:
 
 def _values(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
     """(cell index, node) of every name or attribute a cell reads as a value, not as the function of a call nor as
-    the object whose attribute or item it reads (``out.add_``, ``rows[0]``), and the name of every definition
-    handed to a decorator of the student's own (``@HELPERS.append``; ``@staticmethod`` keeps it where it is)."""
-    trees, own = _trees_and_own_names(cells)
-    for index, tree in trees:
-        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-        called |= {id(node.value) for node in ast.walk(tree) if isinstance(node, (ast.Attribute, ast.Subscript))}
-        called |= {id(decorator) for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
-                   for decorator in node.decorator_list}
-        for node in ast.walk(tree):
-            if isinstance(node, _DEFINITIONS) and any(_keeps_arguments(decorator, own)
-                                                      for decorator in node.decorator_list):
-                yield index, ast.Name(id=node.name, ctx=ast.Load(), lineno=node.lineno)
-            elif (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
-                  and id(node) not in called):
-                yield index, node
+    the object whose attribute or item it reads (``out.add_``, ``rows[0]``), at any depth (``tuple([f])[0]``)."""
+    for index, source in cells.items():
+        for tree in _parse(source):
+            called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+            called |= {id(node.value) for node in ast.walk(tree) if isinstance(node, (ast.Attribute, ast.Subscript))}
+            called |= {id(decorator) for node in ast.walk(tree) if isinstance(node, _DEFINITIONS)
+                       for decorator in node.decorator_list}
+            for node in ast.walk(tree):
+                if (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load)
+                        and id(node) not in called):
+                    yield index, node
 
 
-def _escaped(cells: dict[int, str], callables: set[str]) -> set[str]:
-    """The student's functions, classes and methods that some cell uses as a value (:data:`__doc__`)."""
-    return {name for _, node in _values(cells)
-            if (name := node.id if isinstance(node, ast.Name) else node.attr) in callables}
+class Reached(NamedTuple):
+    """What the reading of one answer covers."""
+
+    nodes: list[tuple[str, int, ast.AST]]  # (name, cell index, node) of the answer and all it may run
+    uses: dict[str, set[str]]  # who of the student's uses whom
+    callables: set[str]  # the names of the student's functions, classes and their aliases
+    unpinned: set[str]  # the values handed around it reads (then ``nodes`` holds every definition and lambda)
 
 
-def _reached(cells: dict[int, str], function: str
-             ) -> tuple[list[tuple[str, int, ast.AST]], dict[str, set[str]], set[str]] | None:
-    """(name, cell index, node) of ``function`` and of everything of the student's it uses, who uses whom, and
-    the names of the student's functions, classes and their aliases; None when no definition of ``function`` can
-    be read."""
+def _reached(cells: dict[int, str], function: str) -> Reached | None:
+    """``function`` and everything of the student's it may run (None when no definition of it can be read).
+
+    When it reads a value handed around (:func:`_unpinned`), no reading can tell what that value holds (rounds 93
+    to 97 handed a function over through lists, installers, closures, class attributes, defaults and decorators
+    of every shape), so everything the student defined is read as part of it: every function, class and lambda."""
     definitions, uses, callables = _graph(cells)
     if function not in definitions:
         return None
     found = _walk(function, definitions, uses)
-    if _unpinned(found, definitions, cells):  # it reads a value handed around: what was handed may be there
-        found = _walk(function, definitions, uses, also=sorted(_escaped(cells, callables)))
-    return found, uses, callables
+    unpinned = _unpinned(found, definitions, cells)
+    if unpinned:
+        found = _walk(function, definitions, uses, also=sorted(callables)) + _lambdas(cells)
+    return Reached(found, uses, callables, unpinned)
+
+
+def _lambdas(cells: dict[int, str]) -> list[tuple[str, int, ast.AST]]:
+    """("a lambda", cell index, node) of every lambda outside the student's definitions (those are read with them)."""
+    found: list[tuple[str, int, ast.AST]] = []
+    for index, source in cells.items():
+        for tree in _parse(source):
+            todo: list[ast.AST] = [tree]
+            while todo:
+                node = todo.pop()
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.Lambda):
+                        found.append(("a lambda", index, child))
+                    elif not isinstance(child, _DEFINITIONS):
+                        todo.append(child)
+    return found
 
 
 def _graph(cells: dict[int, str]) -> tuple[dict[str, list[tuple[int, ast.AST]]], dict[str, set[str]], set[str]]:
@@ -434,6 +458,8 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
     free, unpinned = set(), set()
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
+    enclosing = _enclosing_bindings(cells, {id(node) for _, _, node in found})
+    read_only = _read_only_names(cells)
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
     # an attribute assigned anywhere, in any function, under any object's name, may be a class's (round 96:
     # ``Registry.impl = g`` in an installer replaced a method the class body defines)
@@ -442,7 +468,7 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
     for _, _, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
         own = {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its arguments, locals, handlers'
-        free |= loads - own
+        free |= loads - own - enclosing.get(id(node), set())
         for inner in ast.walk(node):
             if isinstance(inner, ast.arguments):
                 defaults = [*inner.defaults, *(default for default in inner.kw_defaults if default)]
@@ -453,7 +479,53 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
                   and (inner.attr in stored or not _class_pins(classes[inner.value.id], inner.attr, student))):
                 unpinned.add(f"{inner.value.id}.{inner.attr}")
     return unpinned | {name for name in free & student
-                       if not definitions.get(name) or not all(_pinned(node, student) for _, node in definitions[name])}
+                       if not definitions.get(name)
+                       or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
+
+
+def _enclosing_bindings(cells: dict[int, str], reached: set[int]) -> dict[int, set[str]]:
+    """id of a function or lambda -> the names bound in the functions around it that the reading reaches too
+    (``reached``: ids of their nodes). A helper nested in the answer reads the answer's own arguments and locals:
+    a closure over code that is read, not a value handed around (round 97: such helpers would have been)."""
+    found: dict[int, set[str]] = {}
+
+    def visit(node: ast.AST, around: set[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = around
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                found[id(child)] = around
+                if id(child) in reached:
+                    inner = around | {name for part in ast.walk(child) for name in _names_bound(part)}
+            visit(child, inner)
+
+    for source in cells.values():
+        for tree in _parse(source):
+            visit(tree, set())
+    return found
+
+
+def _read_only_names(cells: dict[int, str]) -> set[str]:
+    """Names every read of which only looks at what they hold: ``x in NAMES``, ``NAMES[i]``, ``for n in NAMES``,
+    ``len(NAMES)``. A list, set or dict of known values bound to such a name stays as it was written (round 97: an
+    honest ``INDEX_DTYPES = {torch.int32, torch.int64}`` read as a value handed around); one that is changed, or
+    handed to other code that could change it, is not read-only."""
+    looked_at, other = set(), set()
+    for source in cells.values():
+        for tree in _parse(source):
+            inside: set[int] = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Compare):
+                    inside |= {id(right) for op, right in zip(node.ops, node.comparators) if isinstance(op, (ast.In, ast.NotIn))}
+                elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                    inside.add(id(node.value))
+                elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    inside.add(id(node.iter))
+                elif isinstance(node, ast.Call) and _is_name(node.func, {"len"}) and len(node.args) == 1:
+                    inside.add(id(node.args[0]))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    (looked_at if id(node) in inside else other).add(node.id)
+    return looked_at - other
 
 
 def _class_pins(node: ast.ClassDef, attribute: str, student: set[str]) -> bool:
@@ -501,12 +573,18 @@ def _names_bound(node: ast.AST) -> list[str]:
     return [bound for bound in (name, rest) if bound]
 
 
-def _pinned(node: ast.AST, student: set[str]) -> bool:
-    """Whether a binding gives its name a value the reading knows: a function, a class, a module, a constant, or an
-    attribute of one only the lab binds (``INDEX_DTYPE = torch.long``; round 95: honest, and failed)."""
+def _pinned(node: ast.AST, student: set[str], read_only: set[str] | frozenset[str] = frozenset()) -> bool:
+    """Whether a binding gives its name a value the reading knows: a function (a lambda too), a class, a module, a
+    constant, or an attribute of one only the lab binds (``INDEX_DTYPE = torch.long``; round 95: honest, and
+    failed); or a list, set or dict of such values bound to names of ``read_only`` (:func:`_read_only_names`)."""
     if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
         return True
     value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if isinstance(value, ast.Lambda):  # a function written in place, read with the answer like a ``def``
+        return True
+    if isinstance(value, (ast.List, ast.Set, ast.Dict)) and set(_bound_names(node)) <= read_only:
+        items = [*value.elts] if not isinstance(value, ast.Dict) else [*value.keys, *value.values]
+        return all(item is not None and _known(item, student) for item in items)
     return value is not None and _known(value, student)
 
 
@@ -526,16 +604,41 @@ def python_loops(cells: dict[int, str], function: str) -> list[str]:
     reached = _reached(cells, function)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
-    nodes, uses, callables = reached
-    classes = {name for name, _, node in nodes if isinstance(node, ast.ClassDef) and _objects_callable(node)}
+    classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_callable(node)}
     found = []
-    for name, index, node in nodes:
+    for name, index, node in reached.nodes:
         found += [f"{what} in {name} (notebook cell {index + 1}, line {line})"
-                  for what, line in _iteration(node, callables, classes)]
-    for name in dict.fromkeys(name for name, _, _ in nodes):
-        if _reaches_itself(name, uses):
+                  for what, line in _iteration(node, reached.callables, classes)]
+    for name in dict.fromkeys(name for name, _, _ in reached.nodes):
+        if _reaches_itself(name, reached.uses):
             found.append(f"recursion: {name} calls itself, directly or through other functions")
-    return found
+    if reached.unpinned:
+        found += [f"{what} handed around as a value (notebook cell {index + 1}, line {node.lineno})"
+                  for index, node in _values(cells) if (what := _iterator_name(node))]
+    return _why_everything(function, reached, found)
+
+
+def _why_everything(function: str, reached: Reached, found: list[str]) -> list[str]:
+    """``found``, after the reason it covers all the student wrote when it does: a student whose answer reads a value
+    handed around learns why a loop elsewhere counts."""
+    if not found or not reached.unpinned:
+        return found
+    names = ", ".join(sorted(reached.unpinned)[:3])
+    return [f"{function} reads {names}, a value handed around that the grader cannot pin down, so everything the"
+            f" notebook defines is read as part of {function}", *found]
+
+
+#: Built-ins that go through their argument item by item: handed around as a value (``HELPERS.append(sorted)``),
+#: each may be what an answer that reads a value handed around runs.
+ITERATING_BUILTINS = frozenset({"list", "tuple", "set", "frozenset", "dict", "sum", "min", "max", "sorted", "any",
+                                "all", "zip", "enumerate", "reversed"})
+
+
+def _iterator_name(node: ast.expr) -> str | None:
+    """The name of ``node`` when it names something that iterates (:data:`ITERATING`, :data:`ITERATING_BUILTINS`,
+    :data:`TO_PYTHON`), else None."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name in ITERATING | ITERATING_BUILTINS | TO_PYTHON else None
 
 
 def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset()) -> Iterator[int]:
@@ -561,8 +664,9 @@ def forbidden_calls(cells: dict[int, str], function: str, callee: str,
     reached = _reached(cells, function)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
-    return [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
-            for name, index, node in reached[0] for line in sorted(set(_mentions(node, callee, aliases)))]
+    return _why_everything(function, reached, [
+        f"{callee} in {name} (notebook cell {index + 1}, line {line})"
+        for name, index, node in reached.nodes for line in sorted(set(_mentions(node, callee, aliases)))])
 
 
 def forbidden_values(cells: dict[int, str], function: str, callee: str,
@@ -581,79 +685,7 @@ def forbidden_values(cells: dict[int, str], function: str, callee: str,
         return [f"{callee} used as a value (notebook cell {index + 1}, line {node.lineno})"
                 for index, node in _values(cells) if (node.id if isinstance(node, ast.Name) else node.attr) == callee]
     return [f"{callee} used as a value (notebook cell {index + 1}, line {node.lineno})"
-            for index, node in _stored(cells) if isinstance(node, ast.Attribute) and _is_function_of(node, roots)]
-
-
-def _stored(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
-    """(cell index, node) of every value a cell keeps where other code can reach it, as it is or as an item of a
-    literal container: assigned, bound by ``:=``, returned or yielded, iterated by a ``for`` or matched, raised, or
-    handed to a function or method of the student's (``install(f)``, ``HELPERS.append(f)``) or to ``partial``.
-    Not what a library call merely uses (``torch.vmap(torch.dot)``, ``x.to(dtype=torch.float32)``)."""
-    trees, own = _trees_and_own_names(cells)
-    for index, tree in trees:
-        local = _local_bindings(tree)
-        for node in ast.walk(tree):
-            held: list[ast.expr] = []
-            if id(node) in local:
-                pass  # a local of a function: kept nowhere another function reads (round 95: ``total = torch.sum``)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.Return, ast.Yield,
-                                   ast.YieldFrom)) and node.value is not None:
-                held = [node.value]
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                held = [node.iter]
-            elif isinstance(node, ast.Match):
-                held = [node.subject]
-            elif isinstance(node, ast.Raise) and node.exc is not None:
-                held = [node.exc, *(node.exc.args if isinstance(node.exc, ast.Call) else [])]
-            elif isinstance(node, ast.Call) and _keeps_arguments(node.func, own):
-                held = [*node.args, *(keyword.value for keyword in node.keywords)]
-            for value in held:
-                for item in _direct(value):
-                    yield index, item
-
-
-def _local_bindings(tree: ast.Module) -> set[int]:
-    """The ids of the assignments inside a function that bind only its own locals: plain names, not declared
-    ``global`` or ``nonlocal`` there (an attribute or an item assigned is kept in an object others may read)."""
-    found = set()
-    for function in ast.walk(tree):
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        declared = {name for inner in ast.walk(function) if isinstance(inner, (ast.Global, ast.Nonlocal))
-                    for name in inner.names}
-        for inner in ast.walk(function):
-            if inner is function or not isinstance(inner, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-                continue
-            targets = inner.targets if isinstance(inner, ast.Assign) else [inner.target]
-            names = [target for outer in targets for target in ast.walk(outer)
-                     if isinstance(target, (ast.Name, ast.Attribute, ast.Subscript))]
-            if all(isinstance(target, ast.Name) and target.id not in declared for target in names):
-                found.add(id(inner))
-    return found
-
-
-def _trees_and_own_names(cells: dict[int, str]) -> tuple[list[tuple[int, ast.Module]], set[str]]:
-    """Every cell's parsed code, and the names the cells bind to the student's own objects (:func:`_bound_here`)."""
-    trees = [(index, tree) for index, source in cells.items() for tree in _parse(source)]
-    return trees, {name for _, tree in trees for node in ast.walk(tree) for name in _bound_here(node)}
-
-
-def _bound_here(node: ast.AST) -> list[str]:
-    """The names ``node`` binds to the student's own objects: a definition's, an assignment's or any other
-    target's, not an import's (a library's ``functools.wraps(torch.nn.functional.gelu)`` keeps nothing of theirs)."""
-    if isinstance(node, _DEFINITIONS):
-        return [node.name]
-    return [node.id] if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) else []
-
-
-def _keeps_arguments(function: ast.expr, own: set[str]) -> bool:
-    """Whether a call of ``function`` may keep its arguments where other code reaches them: a function or method
-    of a name the cell binds (``install(f)``, ``HELPERS.append(f)``), or ``partial``."""
-    root = function
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    named = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
-    return named == "partial" or isinstance(root, ast.Name) and root.id in own
+            for index, node in _values(cells) if isinstance(node, ast.Attribute) and _is_function_of(node, roots)]
 
 
 def _is_function_of(node: ast.Attribute, roots: dict[str, str]) -> bool:
