@@ -137,6 +137,37 @@ def test_a_caller_elsewhere_is_held_to_the_parts_tolerance(lab: str, part: str, 
         f"{untolerant_elsewhere_calls(hidden)}")
 
 
+#: Parts whose function makes no tensor that a caller's default device could place: lab:part -> why. Every other
+#: part's hidden test calls it from a caller whose default device, and whose notebook ``device``, are elsewhere
+#: (``ptchecks.emit_elsewhere``), since every lab's introduction says such callers call it (round 97: five parts of
+#: labs 04 and 07 kept their marks with a constant made by ``torch.tensor(c, dtype=...)`` and no ``device=``).
+DEVICE_NEUTRAL = {
+    "lab01_tensors:expand_strides": "it works on shapes and strides, Python ints, and its text forbids torch",
+    "lab02_modules:freeze_and_group": "it returns the model's own parameters in groups, with the rates given",
+    "lab03_optim_data:build_param_groups": "it returns the model's own parameters in groups, with the decay given",
+    "lab05_acceleration:costliest_op": "it returns an operator's name and a count, read off a profile of fn",
+    "lab06_distributed_export:export_for_serving": "torch.export traces on the example it is given, and its"
+                                                   " other calls already serve batches on the example's device",
+}
+
+
+@pytest.mark.parametrize(("lab", "part", "text", "hidden"), PARTS)
+def test_each_part_is_called_from_a_caller_whose_default_device_is_elsewhere(
+        lab: str, part: str, text: str, hidden: str) -> None:
+    if f"{lab}:{part}" in DEVICE_NEUTRAL:
+        assert "emit_elsewhere(" not in hidden, f"{lab}:{part} is called elsewhere: remove it from DEVICE_NEUTRAL"
+        return
+    assert "emit_elsewhere(" in hidden, (
+        f"{lab} {part}: no hidden call from a caller whose default device is elsewhere (ptchecks.emit_elsewhere); "
+        "a tensor made without device= lands on the caller's default device. Add one, or say in DEVICE_NEUTRAL why "
+        "the part makes no tensor a default device could place")
+
+
+def test_every_device_neutral_part_exists() -> None:
+    parts = {f"{lab}:{part}" for lab in LAB_NAMES for part, _, _ in _parts(lab)}
+    assert set(DEVICE_NEUTRAL) <= parts, set(DEVICE_NEUTRAL) - parts
+
+
 def test_the_tolerance_rule_finds_an_elsewhere_call_without_one() -> None:
     hidden = ('def typed(x):\n    return h(x)\n'
               'ptchecks.call("a", f, x, **tol)\nptchecks.call("b", g, x)\nptchecks.call("c", typed, x, rtol=0.1)\n'
