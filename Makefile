@@ -29,7 +29,7 @@ pdf: book browser
 
 # -rfEs: the summary lists failures, errors and every skip with its reason.
 test: setup browser
-	@echo "running the test suite on $(PYTEST_WORKERS) workers (about eight minutes on two quiet cores, more on a slower machine; about half of it grading the labs)..."
+	@echo "running the test suite on $(PYTEST_WORKERS) workers (about ten minutes on two quiet cores, more on a slower machine; about half of it grading the labs)..."
 	$(BIN)/python -m pytest -rfEs -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --nbval --colab-like --nbval-sanitize-with tests/sanitize.cfg \
 	  tests notebooks labs/source
