@@ -286,6 +286,15 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "        return looping_sum(v, ids, n)\n" + CALLS_HELPER.format("PARTS[0]"),
         "HELPERS = []\nHELPERS.append(lambda v, ids, n: [r for r in v])\n" + CALLS_HELPER.format("HELPERS[0]"),
         "import functools\nHELPERS = [functools.partial(map, abs)]\n" + CALLS_HELPER.format("HELPERS[0]"),
+        # Round 98: a closure over another function's argument; a def or a lambda rebound by a statement.
+        "def make(*tools):\n    global helper\n    def helper(v, ids, n):\n        return tools[0](v, ids, n)\n"
+        "make(looping_sum)\ndef segment_sum(v, ids, n):\n    assert make\n    return helper(v, ids, n)\n",
+        "helper = lambda v, ids, n: v\n(helper := looping_sum)\n" + CALLS_HELPER.format("helper"),
+        "def helper(v, ids, n):\n    return v\nfor helper in [looping_sum]:\n    pass\n" + CALLS_HELPER.format("helper"),
+        "def helper(v, ids, n):\n    return v\nmatch looping_sum:\n    case helper:\n        pass\n"
+        + CALLS_HELPER.format("helper"),
+        "def helper(v, ids, n):\n    return v\ndef install():\n    global helper\n    for helper in [looping_sum]:\n"
+        "        pass\ninstall()\n" + CALLS_HELPER.format("helper"),
     ],
 )
 def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
@@ -323,6 +332,9 @@ READS_STEPS = PENALTY.replace("torch.autograd.grad(", "STEPS[0](")
          "TOOLS = HELPERS", "expand_strides", "torch"),
         ("STEPS = []\n@[STEPS.append][0]\ndef step(loss, x):\n    loss.backward(inputs=[x], create_graph=True)\n",
          "r1_penalty", "backward"),
+        # Round 98: a lambda rebound by := to a forbidden function, which the answer then reads as TOOLS / STEPS.
+        ("TOOLS = [lambda s: s]\n(TOOLS := [torch.broadcast_shapes])", "expand_strides", "torch"),
+        ("STEPS = [lambda *a: None]\n(STEPS := [torch.autograd.backward])", "r1_penalty", "backward"),
     ],
 )
 def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, function: str, callee: str) -> None:
@@ -379,6 +391,16 @@ def test_honest_code_round_97_failed_keeps_its_part() -> None:
     assert python_loops({3: nested}, "segment_sum") == []
     changed = checked.replace("print(", "INDEX_DTYPES.add(torch.int16)\nprint(")  # no longer as written
     assert any("slow_reference" in loop for loop in python_loops({3: changed}, "last_valid_token"))
+    # Round 98: the set named in an error message, made by frozenset, and a table of dtypes read with .get.
+    named = checked.replace("raise TypeError('lengths')", "raise TypeError(f'lengths: one of {INDEX_DTYPES}')")
+    assert python_loops({3: named}, "last_valid_token") == []
+    frozen = checked.replace("{torch.int32, torch.int64}", "frozenset({torch.int32, torch.int64})")
+    assert python_loops({3: frozen}, "last_valid_token") == []
+    table = ("WIDER = {torch.float16: torch.float32, torch.bfloat16: torch.float32}\n"
+             "def segment_sum(v, ids, n):\n    wide = WIDER.get(v.dtype, v.dtype)\n"
+             "    return v.new_zeros((n,), dtype=wide).index_add_(0, ids, v.to(wide)).to(v.dtype)\n"
+             "def naive(v, ids, n):\n    return [v[ids == s].sum(0) for s in range(n)]")
+    assert python_loops({3: table}, "segment_sum") == []
 
 
 def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:

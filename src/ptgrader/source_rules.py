@@ -30,9 +30,12 @@ module used as a value anywhere, and anything that iterates handed around as a v
 ``HELPERS.append(sorted)``). Once a value is handed around, no reading can tell what it holds: rounds 93 to 97
 handed a function over through a list filled at the top of a cell, an installer, a closure, a class attribute, a
 mutable default, and decorators of every shape (``@(lambda f: HELPERS.append(f) or f)``, ``@[HELPERS.append][0]``).
-An honest answer reads its arguments, torch, constants (a list, set or dict of them only looked up counts: ``x.dtype
-in INDEX_DTYPES``), its own functions, and what helpers nested in it read of it: none of these, so nothing another
-part does reaches it.
+A name a ``def`` or a lambda binds is a value handed around too once any other statement binds it (round 98: a
+``for``, ``match``, ``with`` or ``:=`` at the top of a cell), and so is another function's argument that a helper
+nested in it reads (round 98: ``make(_pick)`` defining a global helper over ``tools``). An honest answer reads its
+arguments, torch, constants (a list, set or dict of them that is only read counts: ``x.dtype in INDEX_DTYPES``,
+``WIDER.get(dtype)``, ``frozenset({...})``), its own functions, and, in helpers nested in it, its own arguments and
+locals: none of these, so nothing another part does reaches it.
 
 A function the rule names that the reader cannot find breaks the rule too. The in-kernel count
 stays, for iteration no reading can see (``sum(x.unbind(0))``).
@@ -397,7 +400,7 @@ def _reached(cells: dict[int, str], function: str) -> Reached | None:
     if function not in definitions:
         return None
     found = _walk(function, definitions, uses)
-    unpinned = _unpinned(found, definitions, cells)
+    unpinned = _unpinned(function, found, definitions, cells)
     if unpinned:
         found = _walk(function, definitions, uses, also=sorted(callables)) + _lambdas(cells)
     return Reached(found, uses, callables, unpinned)
@@ -447,8 +450,8 @@ def _walk(function: str, definitions: dict[str, list[tuple[int, ast.AST]]], uses
     return found
 
 
-def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list[tuple[int, ast.AST]]],
-              cells: dict[int, str]) -> set[str]:
+def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
+              definitions: dict[str, list[tuple[int, ast.AST]]], cells: dict[int, str]) -> set[str]:
     """The names the reached code reads that hold a value the reading cannot pin down: bound by the student other
     than by a ``def``, a ``class``, an import or a constant (a list filled later, a ``:=``, ``for``, ``match`` or
     ``except`` target, a closure's variable); a class's attribute bound to such a value or set from outside the
@@ -458,8 +461,9 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
     free, unpinned = set(), set()
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
-    enclosing = _enclosing_bindings(cells, {id(node) for _, _, node in found})
+    enclosing = _enclosing_bindings(cells, {id(node) for _, node in definitions[function]})
     read_only = _read_only_names(cells)
+    rebound = _bound_otherwise(cells)
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
     # an attribute assigned anywhere, in any function, under any object's name, may be a class's (round 96:
     # ``Registry.impl = g`` in an installer replaced a method the class body defines)
@@ -479,14 +483,54 @@ def _unpinned(found: list[tuple[str, int, ast.AST]], definitions: dict[str, list
                   and (inner.attr in stored or not _class_pins(classes[inner.value.id], inner.attr, student))):
                 unpinned.add(f"{inner.value.id}.{inner.attr}")
     return unpinned | {name for name in free & student
-                       if not definitions.get(name)
+                       if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
 
 
-def _enclosing_bindings(cells: dict[int, str], reached: set[int]) -> dict[int, set[str]]:
-    """id of a function or lambda -> the names bound in the functions around it that the reading reaches too
-    (``reached``: ids of their nodes). A helper nested in the answer reads the answer's own arguments and locals:
-    a closure over code that is read, not a value handed around (round 97: such helpers would have been)."""
+def _bound_otherwise(cells: dict[int, str]) -> set[str]:
+    """The global names a statement other than an assignment, an import, a ``def`` or a ``class`` binds: a ``for``,
+    ``with``, ``match`` or ``except`` target or a ``:=`` outside any function, or any binding of a name a function
+    declares ``global``. Round 98: ``for helper in [_pick]``, ``match``, ``(helper := _pick)`` at the top of a cell
+    rebound a name a ``def`` or a lambda had bound, and the reading read the ``def``."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue  # their own scope: what they bind globally, they declare (below)
+            if isinstance(child, (ast.For, ast.AsyncFor)):
+                found.update(_target_names(child.target))
+            elif isinstance(child, ast.withitem) and child.optional_vars is not None:
+                found.update(_target_names(child.optional_vars))
+            elif isinstance(child, ast.NamedExpr):
+                found.update(_target_names(child.target))
+            elif isinstance(child, (ast.MatchAs, ast.MatchStar, ast.MatchMapping, ast.ExceptHandler)):
+                found.update(_names_bound(child))
+            visit(child)
+
+    for source in cells.values():
+        for tree in _parse(source):
+            visit(tree)
+            for function in ast.walk(tree):
+                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    declared = {name for inner in ast.walk(function) if isinstance(inner, ast.Global)
+                                for name in inner.names}
+                    found |= declared & {name for inner in ast.walk(function) for name in _names_bound(inner)
+                                         if not isinstance(inner, (ast.Assign, ast.AnnAssign))}
+    return found
+
+
+def _target_names(target: ast.AST) -> list[str]:
+    """The names an assignment target binds (``a``, ``a, (b, *c)``), not an attribute's or an item's object."""
+    return [node.id for node in ast.walk(target) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
+
+
+def _enclosing_bindings(cells: dict[int, str], answer: set[int]) -> dict[int, set[str]]:
+    """id of a function or lambda nested in the answer (``answer``: ids of its definitions' nodes) -> the names
+    the answer and the functions between bind: a helper nested in the answer reads the answer's own arguments and
+    locals, which the test passes or the answer computes (round 97: such helpers were read as values handed
+    around). Only the answer's: another function's arguments are whatever its callers hand it (round 98: a
+    ``make(*tools)`` defining a global helper over ``tools``, called as ``make(_pick)`` at the top of a cell)."""
     found: dict[int, set[str]] = {}
 
     def visit(node: ast.AST, around: set[str]) -> None:
@@ -494,7 +538,7 @@ def _enclosing_bindings(cells: dict[int, str], reached: set[int]) -> dict[int, s
             inner = around
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 found[id(child)] = around
-                if id(child) in reached:
+                if id(child) in answer or around:  # the answer, or a function inside it
                     inner = around | {name for part in ast.walk(child) for name in _names_bound(part)}
             visit(child, inner)
 
@@ -504,11 +548,21 @@ def _enclosing_bindings(cells: dict[int, str], reached: set[int]) -> dict[int, s
     return found
 
 
+#: Built-ins that read their arguments and change none of them.
+_READING_BUILTINS = frozenset({"len", "str", "repr", "format", "print", "sorted", "list", "tuple", "set", "frozenset",
+                               "any", "all", "min", "max", "sum", "enumerate", "zip", "reversed", "isinstance",
+                               "issubclass", "hash", "bool"})
+#: Methods of lists, sets and dicts that read them and change nothing.
+_READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "count", "index", "union", "intersection",
+                              "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint"})
+
+
 def _read_only_names(cells: dict[int, str]) -> set[str]:
     """Names every read of which only looks at what they hold: ``x in NAMES``, ``NAMES[i]``, ``for n in NAMES``,
-    ``len(NAMES)``. A list, set or dict of known values bound to such a name stays as it was written (round 97: an
-    honest ``INDEX_DTYPES = {torch.int32, torch.int64}`` read as a value handed around); one that is changed, or
-    handed to other code that could change it, is not read-only."""
+    ``f"{NAMES}"``, ``NAMES.get(k, d)``, a built-in that reads it (``len``, ``sorted``, ``print``...). A list, set or
+    dict of known values bound to such a name stays as it was written (round 97: an honest ``INDEX_DTYPES =
+    {torch.int32, torch.int64}`` read as a value handed around; round 98: the same named in an error message, and a
+    dtype table read with ``.get``); one that is changed, or handed to other code that could change it, is not."""
     looked_at, other = set(), set()
     for source in cells.values():
         for tree in _parse(source):
@@ -520,8 +574,13 @@ def _read_only_names(cells: dict[int, str]) -> set[str]:
                     inside.add(id(node.value))
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                     inside.add(id(node.iter))
-                elif isinstance(node, ast.Call) and _is_name(node.func, {"len"}) and len(node.args) == 1:
-                    inside.add(id(node.args[0]))
+                elif isinstance(node, ast.FormattedValue):
+                    inside.add(id(node.value))
+                elif isinstance(node, ast.Call) and _is_name(node.func, _READING_BUILTINS):
+                    inside |= {id(argument) for argument in node.args}
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr in _READING_METHODS):
+                    inside.add(id(node.func.value))
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                     (looked_at if id(node) in inside else other).add(node.id)
@@ -546,13 +605,18 @@ def _known(value: ast.expr, student: set[str]) -> bool:
     """Whether an expression is a value the reading knows: constants, arithmetic on them, attributes of names only
     the lab binds (``torch.long``, ``math.pi``), not of the student's (an alias of their list is that list), and
     the calls of :data:`_VALUE_MAKERS` on such values."""
+    made = set()  # a list, set or dict a value maker turns into a value (``frozenset({...})``, round 98)
     for inner in ast.walk(value):
         if isinstance(inner, ast.Call):
             named = inner.func.attr if isinstance(inner.func, ast.Attribute) else getattr(inner.func, "id", None)
             if named not in _VALUE_MAKERS:
                 return False
+            made |= {id(argument) for argument in inner.args if isinstance(argument, (ast.List, ast.Set, ast.Dict))}
         elif isinstance(inner, ast.Name):
             if inner.id in student:
+                return False
+        elif isinstance(inner, (ast.List, ast.Set, ast.Dict)):
+            if id(inner) not in made:
                 return False
         elif not isinstance(inner, (ast.Constant, ast.Tuple, ast.UnaryOp, ast.unaryop, ast.BinOp, ast.operator,
                                     ast.Load, ast.Attribute, ast.keyword)):
@@ -677,7 +741,8 @@ def forbidden_values(cells: dict[int, str], function: str, callee: str,
     functions). A callable handed over can be called wherever it ends up (round 93: ``STEPS.append(torch.Tensor.
     backward)``, then ``STEPS[0](...)``)."""
     definitions, uses, _ = _graph(cells)
-    if function not in definitions or not _unpinned(_walk(function, definitions, uses), definitions, cells):
+    if function not in definitions or not _unpinned(function, _walk(function, definitions, uses), definitions,
+                                                    cells):
         return []  # it reads no value handed around: a callable kept elsewhere cannot reach it
     roots = {name: module for name, module in (modules or {}).items()
              if module == callee or module.startswith(f"{callee}.")}
