@@ -298,6 +298,9 @@ CHEATS = {
     "def get_mod():\n    return torch": "holds the module torch as a value",
     "def get_mod():\n    return torch.testing": "holds the module torch.testing as a value",
     "[torch][0]._C._set_grad_enabled(True)": "uses the private attribute _C of a computed value",
+    # round 99: IPython's numbered history, which a bare expression at the end of a cell fills
+    "step = _0": "uses _0 (IPython's history",
+    "print(_i3)": "uses _i3 (IPython's history",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",

@@ -295,6 +295,11 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         + CALLS_HELPER.format("helper"),
         "def helper(v, ids, n):\n    return v\ndef install():\n    global helper\n    for helper in [looping_sum]:\n"
         "        pass\ninstall()\n" + CALLS_HELPER.format("helper"),
+        # Round 99: a name the answer declares global, bound at the top of a cell; IPython's output history.
+        "impl = looping_sum\ndef segment_sum(v, ids, n):\n    global impl\n    if v is None:\n        impl = None\n"
+        "    return impl(v, ids, n)\n",
+        "looping_sum\n" + CALLS_HELPER.format("_"),
+        "looping_sum\n" + CALLS_HELPER.format("_0"),
     ],
 )
 def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
@@ -401,6 +406,12 @@ def test_honest_code_round_97_failed_keeps_its_part() -> None:
              "    return v.new_zeros((n,), dtype=wide).index_add_(0, ids, v.to(wide)).to(v.dtype)\n"
              "def naive(v, ids, n):\n    return [v[ids == s].sum(0) for s in range(n)]")
     assert python_loops({3: table}, "segment_sum") == []
+    # Round 99: past 64 cells (the parse cache's size), a nested helper still reads the answer's own argument.
+    nested_helper = ("def last_valid_token(h, lengths):\n    def last_positions():\n        return lengths - 1\n"
+                     "    return h[torch.arange(h.shape[0], device=h.device), last_positions()]\n"
+                     "def slow(h, lengths):\n    return [h[i, n - 1] for i, n in enumerate(lengths)]")
+    scratch = {index: f"print(torch.arange({index}).shape)" for index in range(4, 80)}
+    assert python_loops({3: nested_helper, **scratch}, "last_valid_token") == []
 
 
 def test_code_that_only_calls_the_function_is_not_part_of_it() -> None:

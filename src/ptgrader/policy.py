@@ -40,6 +40,7 @@ import ast
 import builtins
 import functools
 import importlib.util
+import re
 import symtable
 import sys
 from dataclasses import dataclass, field
@@ -83,6 +84,9 @@ FORBIDDEN_NAMES = frozenset(
         "In", "Out", "_ih", "_oh", "_i", "_ii", "_iii", "_dh", "_exit_code",
     }
 )
+#: IPython's numbered history (``_3``, the result of the cell run third; ``_i3``, its source): round 99 handed a
+#: function to an answer through ``_0``, bound by a bare expression at the end of a cell.
+OUTPUT_HISTORY = re.compile(r"^_i?\d+$")
 
 #: What evaluates a string, or an object's ``repr``, as Python code, beyond eval/exec/compile, in the
 #: modules a solution may use (found by reading them, torch 2.13, for eval, exec and get_type_hints):
@@ -638,6 +642,8 @@ class _Reader(ast.NodeVisitor):
             self.flag(node, f"uses {node.id}")
         elif node.id in _REFUSED_BECAUSE:
             self.flag(node, f"uses {node.id} ({_REFUSED_BECAUSE[node.id]})")
+        elif OUTPUT_HISTORY.match(node.id):
+            self.flag(node, f"uses {node.id} (IPython's history of earlier cells' results and inputs)")
         elif node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
             self.flag(node, f"uses {node.id}")
         else:

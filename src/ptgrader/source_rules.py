@@ -32,7 +32,9 @@ handed a function over through a list filled at the top of a cell, an installer,
 mutable default, and decorators of every shape (``@(lambda f: HELPERS.append(f) or f)``, ``@[HELPERS.append][0]``).
 A name a ``def`` or a lambda binds is a value handed around too once any other statement binds it (round 98: a
 ``for``, ``match``, ``with`` or ``:=`` at the top of a cell), and so is another function's argument that a helper
-nested in it reads (round 98: ``make(_pick)`` defining a global helper over ``tools``). An honest answer reads its
+nested in it reads (round 98: ``make(_pick)`` defining a global helper over ``tools``), a name the answer declares
+``global`` (round 99), and IPython's output history (round 99: a bare expression at the end of a cell binds ``_``
+and ``_0``, with no assignment in the source). An honest answer reads its
 arguments, torch, constants (a list, set or dict of them that is only read counts: ``x.dtype in INDEX_DTYPES``,
 ``WIDER.get(dtype)``, ``frozenset({...})``), its own functions, and, in helpers nested in it, its own arguments and
 locals: none of these, so nothing another part does reaches it.
@@ -110,10 +112,10 @@ def call_rules(test_source: str) -> list[tuple[str, str]]:
 def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
     """The cell as Python, and the code inside its magics (``%%time``'s body, ``%time``'s statement).
 
-    Kept for the same source: every reading of a submission then meets the same nodes, so that one reading can
-    name a node another found (:func:`_enclosing_bindings`); nothing changes a tree once it is parsed. At most 64
-    (a lab's cells), so that a large class never holds more than one submission's trees; past them a node is not
-    recognised, and a nested helper's reads count as values handed around (the stricter reading)."""
+    Kept for the same source, at most 64 (a lab's cells), so that the several readings of one submission parse
+    each cell once and a large class never holds more than one submission's trees. Nothing changes a tree once it
+    is parsed, and no reading relies on meeting the same node objects again (:func:`_span`; round 99: a
+    submission of more than 64 cells was read otherwise)."""
     try:
         tree = parse(as_python(source) if depth == 0 else source)
     except (SyntaxError, ValueError):
@@ -461,7 +463,7 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     free, unpinned = set(), set()
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
-    enclosing = _enclosing_bindings(cells, {id(node) for _, node in definitions[function]})
+    enclosing = _enclosing_bindings(cells, {_span(index, node) for index, node in definitions[function]})
     read_only = _read_only_names(cells)
     rebound = _bound_otherwise(cells)
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
@@ -469,10 +471,13 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # ``Registry.impl = g`` in an installer replaced a method the class body defines)
     stored = {inner.attr for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
               if isinstance(inner, ast.Attribute) and not isinstance(inner.ctx, ast.Load)}
-    for _, _, node in found:
+    for _, index, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
         own = {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its arguments, locals, handlers'
-        free |= loads - own - enclosing.get(id(node), set())
+        # a name it declares global or nonlocal is not its own (round 99: ``global impl``, bound at the top of a cell)
+        own -= {name for inner in ast.walk(node) if isinstance(inner, (ast.Global, ast.Nonlocal)) for name in inner.names}
+        free |= loads - own - enclosing.get(_span(index, node), set())
+        unpinned |= {f"{name} (IPython's output history)" for name in loads - own if _IPYTHON_HISTORY.match(name)}
         for inner in ast.walk(node):
             if isinstance(inner, ast.arguments):
                 defaults = [*inner.defaults, *(default for default in inner.kw_defaults if default)]
@@ -525,26 +530,38 @@ def _target_names(target: ast.AST) -> list[str]:
     return [node.id for node in ast.walk(target) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)]
 
 
-def _enclosing_bindings(cells: dict[int, str], answer: set[int]) -> dict[int, set[str]]:
-    """id of a function or lambda nested in the answer (``answer``: ids of its definitions' nodes) -> the names
+#: Names IPython binds to earlier results and inputs (``_``, ``__``, ``_0``, ``_i3``, ``Out``): a bare expression at
+#: the end of a cell hands its value over as ``_`` and ``_N`` with no assignment in the source (round 99).
+_IPYTHON_HISTORY = re.compile(r"^(_+|_i*\d+|_i{1,3}|_[oid]h|Out|In)$")
+
+
+def _span(index: int, node: ast.AST) -> tuple[int, int, int, int, int]:
+    """Where a node is: its cell and its first and last line and column, the same whenever its cell is parsed."""
+    return (index, getattr(node, "lineno", 0), getattr(node, "col_offset", 0), getattr(node, "end_lineno", 0) or 0,
+            getattr(node, "end_col_offset", 0) or 0)
+
+
+def _enclosing_bindings(cells: dict[int, str], answer: set[tuple[int, int, int, int, int]]
+                        ) -> dict[tuple[int, int, int, int, int], set[str]]:
+    """Where a function or lambda nested in the answer is (``answer``: where its definitions are) -> the names
     the answer and the functions between bind: a helper nested in the answer reads the answer's own arguments and
     locals, which the test passes or the answer computes (round 97: such helpers were read as values handed
     around). Only the answer's: another function's arguments are whatever its callers hand it (round 98: a
     ``make(*tools)`` defining a global helper over ``tools``, called as ``make(_pick)`` at the top of a cell)."""
-    found: dict[int, set[str]] = {}
+    found: dict[tuple[int, int, int, int, int], set[str]] = {}
 
-    def visit(node: ast.AST, around: set[str]) -> None:
+    def visit(index: int, node: ast.AST, around: set[str]) -> None:
         for child in ast.iter_child_nodes(node):
             inner = around
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                found[id(child)] = around
-                if id(child) in answer or around:  # the answer, or a function inside it
+                found[_span(index, child)] = around
+                if _span(index, child) in answer or around:  # the answer, or a function inside it
                     inner = around | {name for part in ast.walk(child) for name in _names_bound(part)}
-            visit(child, inner)
+            visit(index, child, inner)
 
-    for source in cells.values():
+    for index, source in cells.items():
         for tree in _parse(source):
-            visit(tree, set())
+            visit(index, tree, set())
     return found
 
 
