@@ -299,6 +299,10 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "impl = looping_sum\ndef segment_sum(v, ids, n):\n    global impl\n    if v is None:\n        impl = None\n"
         "    return impl(v, ids, n)\n",
         "looping_sum\n" + CALLS_HELPER.format("_"),
+        # Round 100: the answer's own name, bound to the loop by a statement after an honest def.
+        VECTORISED + "\nfor segment_sum in [looping_sum]:\n    pass\n",
+        VECTORISED + "\n(segment_sum := looping_sum)\n",
+        VECTORISED + "\nmatch looping_sum:\n    case segment_sum:\n        pass\n",
         "looping_sum\n" + CALLS_HELPER.format("_0"),
     ],
 )

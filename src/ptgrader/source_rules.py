@@ -34,7 +34,8 @@ A name a ``def`` or a lambda binds is a value handed around too once any other s
 ``for``, ``match``, ``with`` or ``:=`` at the top of a cell), and so is another function's argument that a helper
 nested in it reads (round 98: ``make(_pick)`` defining a global helper over ``tools``), a name the answer declares
 ``global`` (round 99), and IPython's output history (round 99: a bare expression at the end of a cell binds ``_``
-and ``_0``, with no assignment in the source). An honest answer reads its
+and ``_0``, with no assignment in the source). A definition read under a name a statement binds again is not what
+runs either (round 100: ``for last_valid_token in [_pick]`` after an honest ``def``). An honest answer reads its
 arguments, torch, constants (a list, set or dict of them that is only read counts: ``x.dtype in INDEX_DTYPES``,
 ``WIDER.get(dtype)``, ``frozenset({...})``), its own functions, and, in helpers nested in it, its own arguments and
 locals: none of these, so nothing another part does reaches it.
@@ -487,6 +488,9 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
                   and inner.value.id in classes
                   and (inner.attr in stored or not _class_pins(classes[inner.value.id], inner.attr, student))):
                 unpinned.add(f"{inner.value.id}.{inner.attr}")
+    # a definition read under a name a statement rebinds is not what runs (round 100: the answer's own name, bound
+    # to a loop by ``for last_valid_token in [_pick]`` at the top of a cell after an honest ``def``)
+    unpinned |= {f"{name} (bound again by a statement)" for name, _, _ in found if name in rebound}
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
