@@ -303,6 +303,9 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         VECTORISED + "\nfor segment_sum in [looping_sum]:\n    pass\n",
         VECTORISED + "\n(segment_sum := looping_sum)\n",
         VECTORISED + "\nmatch looping_sum:\n    case segment_sum:\n        pass\n",
+        # Round 101: a class body declares a helper global and binds it to the loop with a for.
+        "def helper(v, ids, n):\n    return v\nclass Holder:\n    global helper\n    for helper in [looping_sum]:\n"
+        "        pass\n" + CALLS_HELPER.format("helper"),
         "looping_sum\n" + CALLS_HELPER.format("_0"),
     ],
 )

@@ -499,7 +499,7 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
 def _bound_otherwise(cells: dict[int, str]) -> set[str]:
     """The global names a statement other than an assignment, an import, a ``def`` or a ``class`` binds: a ``for``,
     ``with``, ``match`` or ``except`` target or a ``:=`` outside any function, or any binding of a name a function
-    declares ``global``. Round 98: ``for helper in [_pick]``, ``match``, ``(helper := _pick)`` at the top of a cell
+    or a class body declares ``global``. Round 98: ``for helper in [_pick]``, ``match``, ``(helper := _pick)`` at the top of a cell
     rebound a name a ``def`` or a lambda had bound, and the reading read the ``def``."""
     found: set[str] = set()
 
@@ -520,11 +520,11 @@ def _bound_otherwise(cells: dict[int, str]) -> set[str]:
     for source in cells.values():
         for tree in _parse(source):
             visit(tree)
-            for function in ast.walk(tree):
-                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    declared = {name for inner in ast.walk(function) if isinstance(inner, ast.Global)
+            for scope in ast.walk(tree):  # a function's body, and a class's (round 101: ``class H: global f``)
+                if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    declared = {name for inner in ast.walk(scope) if isinstance(inner, ast.Global)
                                 for name in inner.names}
-                    found |= declared & {name for inner in ast.walk(function) for name in _names_bound(inner)
+                    found |= declared & {name for inner in ast.walk(scope) for name in _names_bound(inner)
                                          if not isinstance(inner, (ast.Assign, ast.AnnAssign))}
     return found
 
