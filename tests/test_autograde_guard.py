@@ -301,6 +301,11 @@ CHEATS = {
     # round 99: IPython's numbered history, which a bare expression at the end of a cell fills
     "step = _0": "uses _0 (IPython's history",
     "print(_i3)": "uses _i3 (IPython's history",
+    # round 102: functools' wrappers set any attribute named by the cell (a helper's __code__ swapped for a loop's)
+    "import functools\nfunctools.update_wrapper(f, g, assigned=(name,), updated=())":
+        "update_wrapper with assigned= or updated= other than functools' own names",
+    "import functools\nfunctools.wraps(g, (name,), ())(f)": "wraps with assigned= or updated= other than",
+    "import functools\nwrap = functools.update_wrapper": "uses update_wrapper as a value",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",

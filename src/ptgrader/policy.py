@@ -172,7 +172,13 @@ _CALL_ONLY = {
     "Timer": "it runs strings as code",
     "timeit": "it runs strings as code",  # `t.timeit(100)`, never the timeit module itself
     "display": "its options publish any display type",
+    **{name: "its assigned= and updated= set attributes by name" for name in ("update_wrapper", "wraps")},
 }
+#: functools' wrappers and how many of their arguments come before ``assigned`` and ``updated``: with names of the
+#: cell's there, they set any attribute of the wrapper (round 102: ``__code__``, built as ``"_" * 2 + "code"...``,
+#: swapped a helper's body for a loop's). Only constant tuples of functools' own names may be given.
+_WRAPPERS = {"update_wrapper": 2, "wraps": 1}
+_WRAPPER_NAMES = frozenset(functools.WRAPPER_ASSIGNMENTS) | frozenset(functools.WRAPPER_UPDATES)
 #: The same for bare names only (``x.device.type`` is a tensor's own attribute).
 _CALL_ONLY_NAMES = {"type": "it gives the class of any object"}
 #: What ``display`` may take besides the objects, each shown through its own ``_repr_*_`` methods (one fixed
@@ -933,9 +939,23 @@ class _Reader(ast.NodeVisitor):
             self._timer(node)
         elif name == "display":
             self._display(node)
+        elif name in _WRAPPERS:
+            self._wrapper(node, name)
         elif name == "compile" and any(k.arg in ("options", None) for k in node.keywords):
             self.flag(node, "torch.compile(options=...): the compiler's settings name programs to run (its C++ compiler)")
         self.generic_visit(node)
+
+    def _wrapper(self, node: ast.Call, name: str) -> None:
+        """``update_wrapper``/``wraps``: ``assigned`` and ``updated``, if given, are constant tuples of functools'
+        own attribute names (``updated=()`` is fine; a name built at run time is ``setattr``)."""
+        given = [*node.args[_WRAPPERS[name]:], *(keyword.value for keyword in node.keywords)]
+        if any(keyword.arg not in ("assigned", "updated") for keyword in node.keywords):
+            self.flag(node, f"{name} with arguments the policy cannot read")
+        for names in given:
+            if not (isinstance(names, (ast.Tuple, ast.List))
+                    and all(isinstance(item, ast.Constant) and item.value in _WRAPPER_NAMES for item in names.elts)):
+                self.flag(node, f"{name} with assigned= or updated= other than functools' own names"
+                                " (it sets attributes by name)")
 
     def _display(self, node: ast.Call) -> None:
         """``display(x)`` shows x in the types its own methods give; its other options are refused."""
