@@ -78,6 +78,14 @@ Arrange = Callable[[Path, Path, str], None]
 #: the kernel dies first (no thread can start past the process limit) and its PID namespace takes them along;
 #: or the starved kernel sends a broken message (jupyter_client: "Invalid Signature"), and the failsafe reports
 #: the submission as unprocessed. Every way, no part scores and the report says why.
+#: Round 103: a hook on every nn.Module left registered (a harmless one here, wrapped by torch so that it reads as
+#: torch's own function), which runs inside every later call, the answers' included: the code policy lets it
+#: through (a correct answer may register such hooks and remove them), and every part after it earns nothing.
+MODULE_HOOK_LEFT_REGISTERED = (
+    "def _seen(module, args, output):\n    return output\n\n\n"
+    "torch.nn.modules.module.register_module_forward_hook(torch.enable_grad()(_seen))"
+)
+
 RUNTIME_FLAGS = {"outlive_the_kernel": "killed_processes",
                  "exhaust_the_machine": "killed_processes or stopped or unprocessed"}
 
@@ -777,6 +785,8 @@ def cases() -> list[HostileCase]:
         found.append(HostileCase(name, _cheat(name), _all(0), RUNTIME_FLAGS.get(name, ""), policy=False))
     found += [
         HostileCase("above_setup", _cheat_above_setup("lenient_assert_close"), _all(0), "", policy=False),
+        HostileCase("module_hook_left_registered", _after_test(MODULE_HOOK_LEFT_REGISTERED), _first_two_full, "",
+                    policy=True),
         HostileCase("dead_kernel", _after_test(DEAD_KERNEL), _first_two_full, "stopped", policy=False),
         HostileCase("vsock_socket", _after_test(VSOCK_SOCKET), _all("full"), "", policy=False),
         HostileCase("large_socket_buffers", _after_test(LARGE_SOCKET_BUFFERS), _all("full"), "", policy=False),

@@ -1244,6 +1244,7 @@ def test_the_service_and_the_checks_agree_on_the_completion_line() -> None:
 
     assert contract.COMPLETION_FORMAT == ptchecks.COMPLETION_FORMAT
     assert channel.MIME == ptchecks.OUTPUT_MIME
+    assert channel.LEFT_HOOKS == ptchecks.LEFT_HOOKS
     assert STOP_SIGNAL == ptchecks.STOP_SIGNAL
     assert contract.CHECKS_MODULE == ptchecks.__name__
     compile(contract.hold_source({"test_x": "x = 1\n'''quotes'''"}), "hold", "exec")

@@ -127,8 +127,8 @@ def test_a_failed_check_in_a_graded_kernel_sends_what_it_saw(monkeypatch: pytest
     grading.check_true(True, name="a", why="")
     grading.check_true(False, name="b", why="the input changed")
     assert [(name, value) for name, value, _ in sent] == [
-        ("check_true #1: a", True), ("check_true #2: b", "failed: b: the input changed")]
-    assert all(kw == {"observation": True} for _, _, kw in sent)
+        (grading.LEFT_HOOKS, 0), ("check_true #1: a", True), ("check_true #2: b", "failed: b: the input changed")]
+    assert all(kw == {"observation": True} for _, _, kw in sent[1:])  # the hooks' count decides: no observation
 
 
 def test_canaries_still_see_known_wrong_values_rejected_in_a_graded_cell(capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,3 +269,39 @@ def test_a_module_name_is_never_code_in_what_torch_fx_generates() -> None:
     module = torch.export.export(Shelf(name), (torch.zeros(1),)).module()
     assert module(torch.ones(1)).tolist() == [2.0]
     assert not getattr(builtins, "ptchecks_fx_ran", False)
+
+
+def test_hooks_on_every_module_or_optimizer_are_counted_even_through_torchs_own_wrappers() -> None:
+    """Round 103: a loop in a global forward hook answered for a part whose own code only called a module, and
+    ``torch.enable_grad()(hook)`` made it torch's own function, which the count left out."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    def hook(module, args, output):
+        return output
+
+    assert grading.left_hooks() == 0
+    for register in (lambda: torch.nn.modules.module.register_module_forward_hook(hook),
+                     lambda: torch.nn.modules.module.register_module_forward_hook(torch.enable_grad()(hook)),
+                     lambda: torch.nn.modules.module.register_module_forward_pre_hook(torch.no_grad()(lambda *a: None)),
+                     lambda: register_optimizer_step_pre_hook(lambda *a: None)):
+        registered = register()
+        assert grading.left_hooks() == 1
+        registered.remove()
+    assert grading.left_hooks() == 0
+    torch_own = torch.nn.modules.module.register_module_forward_hook(torch.nn.functional.relu)  # torch's own code
+    assert grading.left_hooks() == 0
+    torch_own.remove()
+
+
+def test_every_graded_test_cell_sends_the_hooks_left_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: list[dict] = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data))
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda *args: None)
+    try:
+        grading.begin("test_x")
+    finally:
+        handle.remove()
+    grading._flush()
+    sent = [payload for data in shown for payload in data[grading.OUTPUT_MIME]]
+    assert any("hooks on every module or optimizer" in str(payload) for payload in sent), sent

@@ -356,6 +356,23 @@ def _ipython_transformers() -> tuple[Any, ...]:
     )
 
 
+#: The name under which every graded test cell sends :func:`left_hooks` (a deciding output: the reference has 0).
+LEFT_HOOKS = "hooks on every module or optimizer, left registered before this cell"
+
+
+def left_hooks() -> int:
+    """Hooks of the student's on every nn.Module or every optimizer, registered now (torch's own left out).
+
+    Sent at the start of every graded test cell (:func:`begin`), where the reference solution has none: a hook left
+    registered runs inside every later call, the answers' included, and a rule about how an answer is written cannot
+    see it (round 103: a Python loop in a global forward hook answered for ``last_valid_token``, whose own code
+    only called ``nn.Identity()``)."""
+    optimizer = sys.modules["torch.optim.optimizer"]
+    names = [name for name in vars(optimizer) if name.startswith("_global_") and name.endswith("hooks")]
+    return _global_module_hooks() + sum(not _defined_in_torch(hook) for name in names
+                                        for hook in getattr(optimizer, name).values())
+
+
 def _global_module_hooks() -> int:
     """Hooks registered for every nn.Module at once (``register_module_forward_hook`` and friends),
     torch's own left out.
@@ -371,11 +388,21 @@ def _global_module_hooks() -> int:
     return sum(not _defined_in_torch(hook) for name in names for hook in getattr(module, name).values())
 
 
-def _defined_in_torch(hook: object) -> bool:
-    """Whether ``hook`` is a plain function whose code is in one of the installed torch's files."""
+def _defined_in_torch(hook: object, depth: int = 0) -> bool:
+    """Whether ``hook`` is a plain function whose code is in one of the installed torch's files, and which holds no
+    function of anyone else's: ``torch.enable_grad()(f)`` is torch's ``decorate_context``, which calls ``f`` (round
+    103), so the functions its closure and defaults hold are looked at too, a few wrappers deep."""
     if type(hook) is not types.FunctionType:  # a builtin, a bound method or a callable object: not exempt
         return False
-    return os.path.abspath(hook.__code__.co_filename).startswith(_TORCH_FOLDER)
+    if not os.path.abspath(hook.__code__.co_filename).startswith(_TORCH_FOLDER):
+        return False
+    held = [*(hook.__defaults__ or ()), *(hook.__kwdefaults__ or {}).values()]
+    for cell in hook.__closure__ or ():
+        with contextlib.suppress(ValueError):  # an empty cell
+            held.append(cell.cell_contents)
+    held = [getattr(value, "__func__", value) for value in held]  # a bound method's function
+    return all(type(value) is not types.FunctionType or (depth < 4 and _defined_in_torch(value, depth + 1))
+               for value in held)
 
 
 _TORCH_FOLDER = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -491,6 +518,8 @@ def begin(test_id: str) -> None:
     contract.put_back_quiet_settings()  # what an earlier part left changed is that part's
     contract._put_back_tables()
     contract.mark_cell_start()
+    _SENT.pop(LEFT_HOOKS, None)  # once per run of a cell: begin() is its first line (the grader refuses a repeat)
+    _send(LEFT_HOOKS, left_hooks())
 
 
 def complete(test_id: str, token: str, expected_checks: int) -> None:
