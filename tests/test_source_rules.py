@@ -243,7 +243,7 @@ TORCH_NAMES = module_aliases({"torch": "torch", "F": "torch.nn.functional", "nn"
     ],
 )
 def test_a_module_forbidden_is_forbidden_under_every_name_the_lab_gave_it(cells: dict[int, str], found: str) -> None:
-    assert TORCH_NAMES == {"torch", "F", "nn"}
+    assert TORCH_NAMES == {"torch", "F", "nn", "ptlabs"}  # ptlabs hands out torch objects (round 104)
     assert any(found in where for where in forbidden_calls(cells, "expand_strides", "torch", TORCH_NAMES))
 
 
@@ -319,6 +319,14 @@ SETUP_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn",
 #: Each answer reads what a statement elsewhere keeps: ``TOOLS[0]``, ``STEPS[0]``.
 READS_TOOLS = STRIDES.replace("return", "TOOLS[0](shape)\n    return")
 READS_STEPS = PENALTY.replace("torch.autograd.grad(", "STEPS[0](")
+
+
+def test_a_set_up_module_that_uses_the_forbidden_module_counts_as_it() -> None:
+    """Round 104: ``ptlabs.SlowSquares(1)[0]`` is a tensor, whose methods did expand_strides' work with torch."""
+    assert {"ptlabs", "torch", "F", "nn"} <= module_aliases(SETUP_MODULES, "torch")
+    assert "math" not in module_aliases(SETUP_MODULES, "torch")
+    through_ptlabs = STRIDES.replace("return", "base = ptlabs.SlowSquares(1)[0]\n    return")
+    assert forbidden_calls({3: through_ptlabs}, "expand_strides", "torch", module_aliases(SETUP_MODULES, "torch"))
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,9 @@ import functools
 import importlib
 import inspect
 import re
+import sys
+import types
+import warnings
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -798,6 +801,23 @@ def _is_function_of(node: ast.Attribute, roots: dict[str, str]) -> bool:
 
 def module_aliases(module_names: dict[str, str], callee: str) -> frozenset[str]:
     """The names in ``module_names`` (name -> module, as ``policy.setup_module_names`` reads the lab's locked cells)
-    bound to the module ``callee`` or to one of its submodules: ``{"torch", "F", "nn"}`` for ``torch``."""
+    bound to the module ``callee`` or to one of its submodules, ``{"torch", "F", "nn"}`` for ``torch``, or to a
+    module of the set-up that uses ``callee`` itself (round 104: a tensor from ``ptlabs.SlowSquares(1)[0]`` did
+    ``expand_strides``' work with torch's methods, and the part kept the outputs' share)."""
     return frozenset(name for name, module in module_names.items()
-                     if module == callee or module.startswith(f"{callee}."))
+                     if module == callee or module.startswith(f"{callee}.") or _uses_module(module, callee))
+
+
+@functools.cache
+def _uses_module(module: str, callee: str) -> bool:
+    """Whether the set-up's module ``module``, or one of its submodules, holds the module ``callee`` (or one of its
+    submodules) among its globals, read off the modules the grader imported (``ptlabs.data`` imports torch)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    loaded = [space for name, space in list(sys.modules.items()) if name == module or name.startswith(f"{module}.")]
+    with warnings.catch_warnings():  # a deprecated alias among torch's globals warns when its class is asked
+        warnings.simplefilter("ignore")
+        return any(type(value) is types.ModuleType and (value.__name__ == callee or value.__name__.startswith(f"{callee}."))
+                   for space in loaded for value in list(vars(space).values()))
