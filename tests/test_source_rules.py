@@ -249,6 +249,10 @@ def test_a_module_forbidden_is_forbidden_under_every_name_the_lab_gave_it(cells:
 
 LOOPING = "def looping_sum(v, ids, n):\n    for r in v.tolist():\n        pass\n    return v\n"
 CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
+#: A class whose method does the work honestly, and a context manager that hands out the loop (round 105).
+HOLDER = "class Holder:\n    def impl(self, v, ids, n):\n        return v\n"
+WITH_TARGET = ("class Ctx:\n    def __enter__(self):\n        return staticmethod(looping_sum)\n"
+               "    def __exit__(self, *exc):\n        return False\nwith Ctx() as {}:\n    pass\n")
 
 
 @pytest.mark.parametrize(
@@ -307,6 +311,15 @@ CALLS_HELPER = "def segment_sum(v, ids, n):\n    return {}(v, ids, n)\n"
         "def helper(v, ids, n):\n    return v\nclass Holder:\n    global helper\n    for helper in [looping_sum]:\n"
         "        pass\n" + CALLS_HELPER.format("helper"),
         "looping_sum\n" + CALLS_HELPER.format("_0"),
+        # Round 105: a with statement's target on a class attribute swapped a method read through an object.
+        HOLDER + WITH_TARGET.format("Holder.impl") + CALLS_HELPER.format("Holder().impl"),
+        HOLDER + WITH_TARGET.format("Holder.impl") + "class Sub(Holder):\n    pass\n"
+        + CALLS_HELPER.format("Sub().impl"),
+        HOLDER.replace("    def impl", "    def __call__(self, v, ids, n):\n        return self.impl(v, ids, n)\n"
+                       "    def impl") + WITH_TARGET.format("Holder.impl") + CALLS_HELPER.format("Holder()"),
+        HOLDER + WITH_TARGET.format("Holder.impl") + CALLS_HELPER.format("[Holder][0]().impl"),
+        # ...and a class attribute the class body binds to a value the reading cannot pin, read through an object.
+        "HELPERS = [looping_sum]\nclass Holder:\n    impl = HELPERS[0]\n" + CALLS_HELPER.format("Holder().impl"),
     ],
 )
 def test_a_loop_reached_through_a_name_a_statement_binds_or_changes_breaks_the_rule(binding: str) -> None:
@@ -363,6 +376,16 @@ def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, functio
     cells = {3: kept, 4: READS_TOOLS if callee == "torch" else READS_STEPS}
     aliases = module_aliases(SETUP_MODULES, callee)
     assert forbidden_calls(cells, function, callee, aliases) + forbidden_values(cells, function, callee, SETUP_MODULES)
+
+
+def test_a_method_swapped_by_a_with_target_is_not_the_class_body_s() -> None:
+    """Round 105: ``with Ctx() as Steps.run`` at the top of a cell swapped an honest method for one that calls
+    backward, and the answer read it as ``Steps().run``."""
+    swap = ("def step(loss, x):\n    loss.backward(inputs=[x], create_graph=True)\n"
+            "class Steps:\n    def run(self, loss, x):\n        return None\n"
+            + WITH_TARGET.replace("looping_sum", "step").format("Steps.run"))
+    cells = {3: swap, 4: PENALTY.replace("torch.autograd.grad(", "Steps().run(")}
+    assert forbidden_calls(cells, "r1_penalty", "backward", module_aliases(SETUP_MODULES, "backward"))
 
 
 def test_torch_values_elsewhere_do_not_reach_an_answer_that_reads_none() -> None:

@@ -315,7 +315,7 @@ def _last_name(node: ast.AST) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
-def _root_name(node: ast.AST) -> str | None:
+def root_name(node: ast.AST) -> str | None:
     """The name at the start of an attribute chain (``torch`` for ``torch.nn.functional.relu``)."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
@@ -682,7 +682,7 @@ class _Reader(ast.NodeVisitor):
         """``List["..."]``, ``dict[str, "..."]``: a string in a type is code to typing, annotation or not."""
         value = node.value
         is_type = (isinstance(value, ast.Name) and value.id in _GENERICS) or (
-            _is_chain(value) and _root_name(value) in self.module_names
+            _is_chain(value) and root_name(value) in self.module_names
         )
         if is_type and _holds_string(node.slice):
             self.flag(node, "puts a string in a type (typing evaluates it as code)")
@@ -713,7 +713,7 @@ class _Reader(ast.NodeVisitor):
                 is_type = isinstance(item, ast.Call) and isinstance(item.func, ast.Name) and item.func.id == "type"
                 if not isinstance(name, ast.Name):
                     continue
-                if is_type or (_is_chain(item) and _root_name(item) in self.module_names) or self._module_path(item):
+                if is_type or (_is_chain(item) and root_name(item) in self.module_names) or self._module_path(item):
                     self.module_names.add(name.id)
                     path = self._module_path(item)
                     if path:
@@ -765,7 +765,7 @@ class _Reader(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        root = _root_name(node)
+        root = root_name(node)
         computed = self._computed(node.value)
         if isinstance(node.ctx, ast.Load):
             self._held_module(node)
@@ -833,7 +833,7 @@ class _Reader(ast.NodeVisitor):
                 for inner in ast.walk(base) if inner is not base
             )
         if _is_by_name(base):  # `getattr(model, "weight")`: what it is read from decides
-            obj, root = base.args[0], _root_name(base.args[0])
+            obj, root = base.args[0], root_name(base.args[0])
             return self._computed(obj, elsewhere=elsewhere) or root in self.module_names or (
                 elsewhere and self._from_elsewhere(root) and not self._is_parameter(root or ""))
         origin: ast.AST = base

@@ -68,6 +68,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .ipython_code import as_python, parse
+from .policy import root_name
 
 
 #: The line of a test cell that asks for no Python loop in a function of the student's.
@@ -475,6 +476,16 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # ``Registry.impl = g`` in an installer replaced a method the class body defines)
     stored = {inner.attr for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
               if isinstance(inner, ast.Attribute) and not isinstance(inner.ctx, ast.Load)}
+    # ...and one set outside the code read, by any statement, may be what that code finds on any object, ``self``
+    # included (round 105: ``with _Ctx() as Holder.impl`` at the top of a cell, read as ``Holder().impl``), as may
+    # a class attribute the reading cannot pin (``impl = HELPERS[0]`` in a reached class body)
+    reached = {_span(index, inner) for _, index, node in found for inner in ast.walk(node)}
+    set_elsewhere = {inner.attr for index, source in cells.items() for tree in _parse(source)
+                     for inner in ast.walk(tree) if isinstance(inner, ast.Attribute)
+                     and not isinstance(inner.ctx, ast.Load) and _span(index, inner) not in reached}
+    set_elsewhere |= {name for _, _, node in found if isinstance(node, ast.ClassDef) for statement in node.body
+                      if isinstance(statement, (*_DEFINITIONS, ast.Assign, ast.AnnAssign, ast.AugAssign))
+                      for name in _bound_names(statement) if not _class_pins(node, name, student)}
     for _, index, node in found:
         loads = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
         own = {name for inner in ast.walk(node) for name in _names_bound(inner)}  # its arguments, locals, handlers'
@@ -491,6 +502,9 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
                   and inner.value.id in classes
                   and (inner.attr in stored or not _class_pins(classes[inner.value.id], inner.attr, student))):
                 unpinned.add(f"{inner.value.id}.{inner.attr}")
+            elif (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Load) and inner.attr in set_elsewhere
+                  and root_name(inner) in {None, *student}):
+                unpinned.add(f".{inner.attr} (set outside the answer, or not pinned by its class)")
     # a definition read under a name a statement rebinds is not what runs (round 100: the answer's own name, bound
     # to a loop by ``for last_valid_token in [_pick]`` at the top of a cell after an honest ``def``)
     unpinned |= {f"{name} (bound again by a statement)" for name, _, _ in found if name in rebound}
