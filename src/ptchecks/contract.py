@@ -1038,8 +1038,9 @@ def _table(module: ConfigModule) -> _Table:
 
 def _tables_baseline() -> None:
     """Record every configuration module's table of settings as it is now (:data:`_TABLES`), if not yet recorded, and
-    the operators registered through ``torch.library`` (:data:`_REGISTERED`)."""
-    _registrations_changed()
+    the operators registered through ``torch.library`` (:data:`_REGISTERED`), if not yet recorded."""
+    if not _REGISTERED:
+        _registrations_changed()
     _config_settings()
     for module in _CONFIG_MODULES:
         if module.__name__ not in _TABLES:
