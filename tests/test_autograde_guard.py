@@ -89,6 +89,10 @@ checks.check_raises = check_raises
 """
 
 HONEST = [
+    # functools' wrappers as a decorator, and called without copying a namespace (round 106 refuses the rest)
+    "import functools\n\ndef timed(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a)\n"
+    "    return inner",
+    "import functools\nclass Box:\n    def __init__(self, f):\n        functools.update_wrapper(self, f, updated=())",
     "def flatten(x):\n    b, h, t, d = x.shape\n    return x.transpose(1, 2).reshape(b, t, h * d)",
     "import math\nfrom collections import OrderedDict\nimport torch.nn.functional as F\n\ndef f(x):\n"
     "    return F.softmax(x / math.sqrt(x.shape[-1]), dim=-1)",
@@ -306,6 +310,16 @@ CHEATS = {
         "update_wrapper with assigned= or updated= other than functools' own names",
     "import functools\nfunctools.wraps(g, (name,), ())(f)": "wraps with assigned= or updated= other than",
     "import functools\nwrap = functools.update_wrapper": "uses update_wrapper as a value",
+    # round 106: the default updated=('__dict__',) copied a class's namespace into a def, with no attribute store
+    "import functools\nfunctools.update_wrapper(tools, Src)": "update_wrapper copying another object's attributes",
+    "import functools\nfunctools.update_wrapper(tools, Src, updated=('__dict__',))": "update_wrapper copying",
+    "from functools import wraps\ntools = wraps(Src)(tools)": "wraps copying another object's attributes",
+    "import functools\nclass Box:\n    def __init__(self, f):\n        functools.update_wrapper(self, f)":
+        "update_wrapper copying",
+    # round 106: a registry of the whole process ran the student's loop inside a call of torch
+    "torch.distributions.biject_to.register(torch.distributions.constraints.greater_than, f)": "uses .biject_to",
+    "from torch.distributions import transform_to\ntransform_to.register(c, f)": "transform_to",
+    "@torch.distributions.kl.register_kl(P, Q)\ndef f(p, q):\n    return 0": "uses .register_kl",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",
@@ -397,23 +411,66 @@ _STARTS_OR_WRITES_ALLOWED = {
 }
 
 
+def _public_torch_files() -> list[tuple[Path, str, list[str]]]:
+    """(path, path relative to site-packages, its parts) of every public module of the installed torch."""
+    root = Path(torch.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).as_posix()
+        parts = relative.removesuffix(".py").split("/")
+        if not any(part.startswith("_") for part in parts) and parts[1] not in ("testing", "test", "include"):
+            found.append((path, relative, parts))
+    return found
+
+
 def test_policy_names_every_torch_module_that_starts_programs_or_writes() -> None:
     """Read the installed torch: every public module that starts a program or writes a file at a path of the
     caller's is refused by a name in it (its path or the function), or is allowed above with a reason. A torch
     release that adds one fails here, instead of handing a submission a shell as collect_env.run did."""
-    root = Path(torch.__file__).parent
     unnamed = []
-    for path in sorted(root.rglob("*.py")):
-        relative = path.relative_to(root.parent).as_posix()
-        parts = relative.removesuffix(".py").split("/")
-        if any(part.startswith("_") for part in parts) or parts[1] in ("testing", "test", "include"):
-            continue
+    for path, relative, parts in _public_torch_files():
         if any(relative.startswith(allowed) for allowed in _STARTS_OR_WRITES_ALLOWED):
             continue
         if not _STARTS_OR_WRITES.search(path.read_text(encoding="utf-8", errors="replace")):
             continue
         if not set(parts) & FORBIDDEN_ATTRIBUTES and not _writers_named(path):
             unnamed.append(relative)
+    assert unnamed == [], f"refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it here: {unnamed}"
+
+
+#: torch's public functions that register a function of the caller's (``register*``), allowed, with why: what they
+#: register lives on one object the caller holds, or is counted in every graded test cell. Any other is refused by
+#: name (``ptgrader.policy.FORBIDDEN_TORCH_PARTS``): a registry of the whole process calls the student's function
+#: from inside torch wherever torch looks a type or an operator up (round 106: ``biject_to.register``).
+_REGISTRATIONS_ALLOWED = {
+    "torch/autograd/graph.py": "hooks on the graph nodes and tensors a call makes, which go with them",
+    "torch/cuda/gds.py:GdsFile": "a GPUDirect Storage file handle, not a function",
+    "torch/nn/modules/lazy.py": "hooks on one lazy module",
+    "torch/nn/modules/module.py:Module": "hooks and members of one module",
+    "torch/nn/modules/module.py:register_module_": "hooks on every module: counted in each graded test cell "
+                                                   "(ptchecks.left_hooks, round 103)",
+    "torch/nn/utils/parametrize.py": "a parametrization of one module",
+    "torch/optim/optimizer.py:Optimizer": "hooks on one optimizer",
+    "torch/optim/optimizer.py:register_optimizer_": "hooks on every optimizer: counted in each graded test cell",
+    "torch/utils/benchmark/utils/compare.py:_Row": "a private class",
+}
+
+
+def test_policy_names_every_torch_registry_of_functions() -> None:
+    """Read the installed torch: every public ``register*`` function or method is refused by a name (its own, its
+    class's or its module's) or allowed above with a reason. A torch release that adds a registry fails here."""
+    unnamed = []
+    for path, relative, parts in _public_torch_files():
+        if set(parts) & FORBIDDEN_ATTRIBUTES:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        found = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+        found += [f"{node.name}.{item.name}" for node in tree.body if isinstance(node, ast.ClassDef)
+                  for item in node.body if isinstance(item, ast.FunctionDef)]
+        unnamed += [f"{relative}:{name}" for name in found if name.split(".")[-1].startswith("register")
+                    and not set(name.split(".")) & FORBIDDEN_ATTRIBUTES
+                    and not any(f"{relative}:{name}".startswith(allowed if ":" in allowed else f"{allowed}:")
+                                for allowed in _REGISTRATIONS_ALLOWED)]
     assert unnamed == [], f"refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it here: {unnamed}"
 
 

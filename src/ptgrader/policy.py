@@ -71,7 +71,12 @@ FORBIDDEN_TORCH_PARTS = frozenset(
      # and its config steers the caches that torch.compile reads back (a pickle of the cell's own)
      "load_compiled_function", "load_cache_artifacts", "save_cache_artifacts", "config",
      # public modules that unpickle what they read (test_policy_names_every_torch_function_that_unpickles)
-     "model_dump", "show_pickle", "valgrind_wrapper"}
+     "model_dump", "show_pickle", "valgrind_wrapper",
+     # process-wide registries that keep a caller's function and call it later from torch's own code, wherever
+     # torch looks a type up (round 106: biject_to.register ran a loop inside an answer that named only torch;
+     # test_policy_names_every_torch_registry_of_functions). Hooks on every module or optimizer are counted in
+     # every graded test cell instead (ptchecks.left_hooks).
+     "constraint_registry", "biject_to", "transform_to", "register_kl", "register_package", "register_flop_formula"}
 )
 
 #: Names that evaluate code, reach the shell, touch files or processes, or rewrite attributes.
@@ -947,7 +952,11 @@ class _Reader(ast.NodeVisitor):
 
     def _wrapper(self, node: ast.Call, name: str) -> None:
         """``update_wrapper``/``wraps``: ``assigned`` and ``updated``, if given, are constant tuples of functools'
-        own attribute names (``updated=()`` is fine; a name built at run time is ``setattr``)."""
+        own attribute names (``updated=()`` is fine; a name built at run time is ``setattr``). And ``updated``
+        copies another object's whole namespace (``__dict__``, the default) only into the def ``@wraps(...)``
+        decorates, where the reading of the def reads the wrapped object too: called otherwise, it sets
+        attributes no line of the cell names (round 106: ``update_wrapper(_tools, _Src)`` gave a def a loop as
+        ``_tools.impl``)."""
         given = [*node.args[_WRAPPERS[name]:], *(keyword.value for keyword in node.keywords)]
         if any(keyword.arg not in ("assigned", "updated") for keyword in node.keywords):
             self.flag(node, f"{name} with arguments the policy cannot read")
@@ -956,6 +965,15 @@ class _Reader(ast.NodeVisitor):
                     and all(isinstance(item, ast.Constant) and item.value in _WRAPPER_NAMES for item in names.elts)):
                 self.flag(node, f"{name} with assigned= or updated= other than functools' own names"
                                 " (it sets attributes by name)")
+        updated = ([keyword.value for keyword in node.keywords if keyword.arg == "updated"]
+                   or node.args[_WRAPPERS[name] + 1:_WRAPPERS[name] + 2])
+        copies = not updated or any(isinstance(item, ast.Constant) and item.value == "__dict__"
+                                    for item in getattr(updated[0], "elts", ()))
+        parent = self.parents.get(id(node))
+        decorates = isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in parent.decorator_list
+        if copies and not (name == "wraps" and decorates):
+            self.flag(node, f"{name} copying another object's attributes (updated= with '__dict__', the default) other"
+                            " than as the decorator of a def: give updated=()")
 
     def _display(self, node: ast.Call) -> None:
         """``display(x)`` shows x in the types its own methods give; its other options are refused."""
