@@ -6,6 +6,7 @@ because that is exactly what a cheating solution cell does.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Generator
 
@@ -279,11 +280,24 @@ def test_hooks_on_every_module_or_optimizer_are_counted_even_through_torchs_own_
     def hook(module, args, output):
         return output
 
+    class Hook:
+        def __call__(self, module, args, output):
+            return output
+
+        def run(self, module, args, output):
+            return output
+
     assert grading.left_hooks() == 0
     for register in (lambda: torch.nn.modules.module.register_module_forward_hook(hook),
                      lambda: torch.nn.modules.module.register_module_forward_hook(torch.enable_grad()(hook)),
                      lambda: torch.nn.modules.module.register_module_forward_pre_hook(torch.no_grad()(lambda *a: None)),
-                     lambda: register_optimizer_step_pre_hook(lambda *a: None)):
+                     lambda: register_optimizer_step_pre_hook(lambda *a: None),
+                     # round 107: what torch's wrapper holds is a partial, a callable object, a bound method, a list
+                     lambda: torch.nn.modules.module.register_module_forward_hook(
+                         torch.enable_grad()(functools.partial(hook))),
+                     lambda: torch.nn.modules.module.register_module_forward_hook(torch.enable_grad()(Hook())),
+                     lambda: torch.nn.modules.module.register_module_forward_hook(torch.enable_grad()(Hook().run)),
+                     lambda: register_optimizer_step_pre_hook(torch.no_grad()(functools.partial(hook, None)))):
         registered = register()
         assert grading.left_hooks() == 1
         registered.remove()

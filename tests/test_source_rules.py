@@ -378,6 +378,18 @@ def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, functio
     assert forbidden_calls(cells, function, callee, aliases) + forbidden_values(cells, function, callee, SETUP_MODULES)
 
 
+def test_a_value_of_the_set_up_that_the_notebook_changes_is_handed_around() -> None:
+    """Round 107: the bootstrap cell's ``origin`` dict, filled by ``origin.update(impl=...)`` (a method call, no
+    name bound), read as ``origin["impl"]``. A set-up value only read stays the lab's."""
+    answer = CALLS_HELPER.format('origin["impl"]')
+    assert python_loops({2: LOOPING, 3: "origin.update(impl=looping_sum)\n" + answer}, "segment_sum",
+                        frozenset({"origin"}))
+    assert python_loops({2: LOOPING, 3: "def fill(d):\n    d['impl'] = looping_sum\nfill(origin)\n" + answer},
+                        "segment_sum", frozenset({"origin"}))
+    assert python_loops({2: LOOPING, 3: "print(origin.get('impl'))\n" + answer}, "segment_sum",
+                        frozenset({"origin"})) == []
+
+
 def test_a_method_swapped_by_a_with_target_is_not_the_class_body_s() -> None:
     """Round 105: ``with Ctx() as Steps.run`` at the top of a cell swapped an honest method for one that calls
     backward, and the answer read it as ``Steps().run``."""

@@ -389,9 +389,11 @@ def _global_module_hooks() -> int:
 
 
 def _defined_in_torch(hook: object, depth: int = 0) -> bool:
-    """Whether ``hook`` is a plain function whose code is in one of the installed torch's files, and which holds no
-    function of anyone else's: ``torch.enable_grad()(f)`` is torch's ``decorate_context``, which calls ``f`` (round
-    103), so the functions its closure and defaults hold are looked at too, a few wrappers deep."""
+    """Whether ``hook`` is a plain function whose code is in one of the installed torch's files, and which holds
+    nothing callable of anyone else's: ``torch.enable_grad()(f)`` is torch's ``decorate_context``, which calls ``f``
+    (round 103), so what its closure and defaults hold is looked at too, a few wrappers deep, containers included.
+    Anything callable there that is not such a function (a ``functools.partial``, an object with ``__call__``, a
+    bound method, a class) makes the hook someone else's (round 107: ``torch.enable_grad()(partial(loop))``)."""
     if type(hook) is not types.FunctionType:  # a builtin, a bound method or a callable object: not exempt
         return False
     if not os.path.abspath(hook.__code__.co_filename).startswith(_TORCH_FOLDER):
@@ -400,9 +402,19 @@ def _defined_in_torch(hook: object, depth: int = 0) -> bool:
     for cell in hook.__closure__ or ():
         with contextlib.suppress(ValueError):  # an empty cell
             held.append(cell.cell_contents)
-    held = [getattr(value, "__func__", value) for value in held]  # a bound method's function
-    return all(type(value) is not types.FunctionType or (depth < 4 and _defined_in_torch(value, depth + 1))
-               for value in held)
+    return depth < 4 and all(_holds_only_torch(value, depth + 1) for value in held)
+
+
+def _holds_only_torch(value: object, depth: int) -> bool:
+    """Whether ``value`` is not callable and holds nothing callable (in a list, tuple, set or dict), or is a function
+    of torch's own (:func:`_defined_in_torch`)."""
+    if callable(value):
+        return _defined_in_torch(value, depth)
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return depth < 4 and all(_holds_only_torch(item, depth + 1) for item in value)
+    return True
 
 
 _TORCH_FOLDER = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

@@ -354,15 +354,17 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         the function in another cell: so then every part with such a rule fails, citing the policy's findings.
         """
         cells = {index: nb.cells[index].source for index in self.student_cells}
-        modules = dict(_locked_names(tuple(trusted.items()), frozenset(test_ids))[0])
+        pairs, names = _locked_names(tuple(trusted.items()), frozenset(test_ids))
+        modules = dict(pairs)
+        values = names.setup - modules.keys()  # the set-up's values that are not modules (the bootstrap's dicts)
         for index, cell in graded_test_cells(nb):
             trusted_source = trusted.get(grade_id(cell), "")
             loops, calls = loop_rules(trusted_source), call_rules(trusted_source)
-            broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function))
+            broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function, values))
                       for function in loops]
             broken += [(f"{function} must not call {callee}, and names it: ",
-                        forbidden_calls(cells, function, callee, module_aliases(modules, callee))
-                        + forbidden_values(cells, function, callee, modules))
+                        forbidden_calls(cells, function, callee, module_aliases(modules, callee), values)
+                        + forbidden_values(cells, function, callee, modules, values))
                        for callee, function in calls]
             if report.findings and (loops or calls):
                 broken.append((UNREADABLE_FOR_RULES, report.findings))

@@ -397,7 +397,7 @@ class Reached(NamedTuple):
     unpinned: set[str]  # the values handed around it reads (then ``nodes`` holds every definition and lambda)
 
 
-def _reached(cells: dict[int, str], function: str) -> Reached | None:
+def _reached(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset()) -> Reached | None:
     """``function`` and everything of the student's it may run (None when no definition of it can be read).
 
     When it reads a value handed around (:func:`_unpinned`), no reading can tell what that value holds (rounds 93
@@ -407,7 +407,7 @@ def _reached(cells: dict[int, str], function: str) -> Reached | None:
     if function not in definitions:
         return None
     found = _walk(function, definitions, uses)
-    unpinned = _unpinned(function, found, definitions, cells)
+    unpinned = _unpinned(function, found, definitions, cells, lab_values)
     if unpinned:
         found = _walk(function, definitions, uses, also=sorted(callables)) + _lambdas(cells)
     return Reached(found, uses, callables, unpinned)
@@ -458,7 +458,8 @@ def _walk(function: str, definitions: dict[str, list[tuple[int, ast.AST]]], uses
 
 
 def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
-              definitions: dict[str, list[tuple[int, ast.AST]]], cells: dict[int, str]) -> set[str]:
+              definitions: dict[str, list[tuple[int, ast.AST]]], cells: dict[int, str],
+              lab_values: frozenset[str] = frozenset()) -> set[str]:
     """The names the reached code reads that hold a value the reading cannot pin down: bound by the student other
     than by a ``def``, a ``class``, an import or a constant (a list filled later, a ``:=``, ``for``, ``match`` or
     ``except`` target, a closure's variable); a class's attribute bound to such a value or set from outside the
@@ -469,7 +470,8 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
     enclosing = _enclosing_bindings(cells, {_span(index, node) for index, node in definitions[function]})
-    read_only = _read_only_names(cells)
+    looked_at, used_otherwise = _name_uses(cells)
+    read_only = looked_at - used_otherwise
     rebound = _bound_otherwise(cells)
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
     # an attribute assigned anywhere, in any function, under any object's name, may be a class's (round 96:
@@ -508,6 +510,11 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # a definition read under a name a statement rebinds is not what runs (round 100: the answer's own name, bound
     # to a loop by ``for last_valid_token in [_pick]`` at the top of a cell after an honest ``def``)
     unpinned |= {f"{name} (bound again by a statement)" for name, _, _ in found if name in rebound}
+    # a value the lab's set-up made (``lab_values``: not a module) that the student changes or hands to other code
+    # (round 107: the bootstrap cell's ``origin`` dict, filled by ``origin.update(impl=...)``, read as
+    # ``origin["impl"]``)
+    unpinned |= {f"{name} (the set-up's, changed or handed around by the notebook)"
+                 for name in free & lab_values & used_otherwise}
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
@@ -595,12 +602,15 @@ _READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "count",
                               "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint"})
 
 
-def _read_only_names(cells: dict[int, str]) -> set[str]:
-    """Names every read of which only looks at what they hold: ``x in NAMES``, ``NAMES[i]``, ``for n in NAMES``,
-    ``f"{NAMES}"``, ``NAMES.get(k, d)``, a built-in that reads it (``len``, ``sorted``, ``print``...). A list, set or
-    dict of known values bound to such a name stays as it was written (round 97: an honest ``INDEX_DTYPES =
-    {torch.int32, torch.int64}`` read as a value handed around; round 98: the same named in an error message, and a
-    dtype table read with ``.get``); one that is changed, or handed to other code that could change it, is not."""
+def _name_uses(cells: dict[int, str]) -> tuple[set[str], set[str]]:
+    """(the names some use only looks at, the names some use changes or hands to other code).
+
+    The names in the first and not in the second are read only: every read looks at what they hold: ``x in NAMES``,
+    ``NAMES[i]``, ``for n in NAMES``, ``f"{NAMES}"``, ``NAMES.get(k, d)``, a built-in that reads it (``len``,
+    ``sorted``, ``print``...). A list, set or dict of known values bound to such a name stays as it was written
+    (round 97: an honest ``INDEX_DTYPES = {torch.int32, torch.int64}`` read as a value handed around; round 98: the
+    same named in an error message, and a dtype table read with ``.get``); one that is changed, or handed to other
+    code that could change it, is not."""
     looked_at, other = set(), set()
     for source in cells.values():
         for tree in _parse(source):
@@ -622,7 +632,7 @@ def _read_only_names(cells: dict[int, str]) -> set[str]:
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                     (looked_at if id(node) in inside else other).add(node.id)
-    return looked_at - other
+    return looked_at, other
 
 
 def _class_pins(node: ast.ClassDef, attribute: str, student: set[str]) -> bool:
@@ -678,7 +688,7 @@ def _names_bound(node: ast.AST) -> list[str]:
 def _pinned(node: ast.AST, student: set[str], read_only: set[str] | frozenset[str] = frozenset()) -> bool:
     """Whether a binding gives its name a value the reading knows: a function (a lambda too), a class, a module, a
     constant, or an attribute of one only the lab binds (``INDEX_DTYPE = torch.long``; round 95: honest, and
-    failed); or a list, set or dict of such values bound to names of ``read_only`` (:func:`_read_only_names`)."""
+    failed); or a list, set or dict of such values bound to names only read (:func:`_name_uses`)."""
     if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
         return True
     value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
@@ -698,12 +708,13 @@ def _objects_callable(node: ast.ClassDef) -> bool:
     return "__call__" in own or any(not (isinstance(base, ast.Name) and base.id == "object") for base in node.bases)
 
 
-def python_loops(cells: dict[int, str], function: str) -> list[str]:
+def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset()) -> list[str]:
     """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
 
-    ``cells``: cell index -> source of every cell the student could have written.
+    ``cells``: cell index -> source of every cell the student could have written. ``lab_values``: the names the
+    lab's set-up binds to values that are not modules (what the student may change, as the bootstrap's dicts).
     """
-    reached = _reached(cells, function)
+    reached = _reached(cells, function, lab_values)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_callable(node)}
@@ -757,13 +768,14 @@ def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset())
 
 
 def forbidden_calls(cells: dict[int, str], function: str, callee: str,
-                    aliases: frozenset[str] = frozenset()) -> list[str]:
+                    aliases: frozenset[str] = frozenset(), lab_values: frozenset[str] = frozenset()) -> list[str]:
     """Where the student's ``function``, or anything of theirs it uses, names ``callee`` ([] when nowhere).
 
     ``aliases``: other names the lab's own cells bound to it (for ``torch``, the set-up's ``F`` and ``nn``: round
-    86's ``torch.broadcast_shapes`` would have been ``F``'s neighbour away), each a mention too.
+    86's ``torch.broadcast_shapes`` would have been ``F``'s neighbour away), each a mention too. ``lab_values``: as
+    for :func:`python_loops`.
     """
-    reached = _reached(cells, function)
+    reached = _reached(cells, function, lab_values)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     return _why_everything(function, reached, [
@@ -772,7 +784,7 @@ def forbidden_calls(cells: dict[int, str], function: str, callee: str,
 
 
 def forbidden_values(cells: dict[int, str], function: str, callee: str,
-                     modules: dict[str, str] | None = None) -> list[str]:
+                     modules: dict[str, str] | None = None, lab_values: frozenset[str] = frozenset()) -> list[str]:
     """Where a cell uses ``callee`` as a value rather than calling it: an attribute or name of that name, or, when
     ``callee`` is a module, a function of it reached through one of the names ``modules`` (name -> module) binds
     to it or to its submodules (``torch.broadcast_shapes``, ``F.pad``; ``torch.float32`` and ``torch.Tensor`` are no
@@ -780,7 +792,7 @@ def forbidden_values(cells: dict[int, str], function: str, callee: str,
     backward)``, then ``STEPS[0](...)``)."""
     definitions, uses, _ = _graph(cells)
     if function not in definitions or not _unpinned(function, _walk(function, definitions, uses), definitions,
-                                                    cells):
+                                                    cells, lab_values):
         return []  # it reads no value handed around: a callable kept elsewhere cannot reach it
     roots = {name: module for name, module in (modules or {}).items()
              if module == callee or module.startswith(f"{callee}.")}
