@@ -407,13 +407,15 @@ def _defined_in_torch(hook: object, depth: int = 0) -> bool:
 
 def _holds_only_torch(value: object, depth: int) -> bool:
     """Whether ``value`` is not callable and holds nothing callable (in a list, tuple, set or dict), or is a function
-    of torch's own (:func:`_defined_in_torch`)."""
+    of torch's own (:func:`_defined_in_torch`). A subclass of a container is someone else's: its own methods could
+    hide what it holds."""
     if callable(value):
         return _defined_in_torch(value, depth)
-    if isinstance(value, dict):
-        value = [*value.keys(), *value.values()]
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return depth < 4 and all(_holds_only_torch(item, depth + 1) for item in value)
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        if type(value) not in (list, tuple, set, frozenset, dict):
+            return False
+        items = [*dict.keys(value), *dict.values(value)] if type(value) is dict else list(value)
+        return depth < 4 and all(_holds_only_torch(item, depth + 1) for item in items)
     return True
 
 

@@ -1014,6 +1014,8 @@ def _config_settings() -> dict[contextvars.ContextVar, tuple[ConfigModule, str]]
 #: What decides a setting's value besides an override: an entry's default, the environment's values, its alias.
 _ENTRY_FIELDS = ("default", "env_value_force", "env_value_default", "justknob", "alias", "hide")
 _read_entry = operator.attrgetter(*_ENTRY_FIELDS)
+
+
 class _Table(NamedTuple):
     """A configuration module's table of settings as read once: its ``_config`` dict, the settings' names and entries
     in order, and each entry's :data:`_ENTRY_FIELDS`. Kept as four flat sequences so that comparing one with the
