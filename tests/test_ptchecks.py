@@ -307,6 +307,25 @@ def test_hooks_on_every_module_or_optimizer_are_counted_even_through_torchs_own_
     torch_own.remove()
 
 
+def test_hooks_and_modes_left_open_are_counted() -> None:
+    """Round 108: a generator stopped inside ``with saved_tensors_hooks(...)`` left a pack hook on, which called
+    ``backward`` inside an answer that never names it; a test cell that starts with it on saw nothing change."""
+    assert grading.left_hooks() == 0
+
+    def open_block(block):
+        with block:
+            yield
+
+    for block in (torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t),
+                  torch.autograd.graph.disable_saved_tensors_hooks("no"), torch.autograd.forward_ad.dual_level(),
+                  torch.overrides.TorchFunctionMode()):
+        held = open_block(block)
+        next(held)
+        assert grading.left_hooks() == 1, block
+        next(held, None)
+        assert grading.left_hooks() == 0
+
+
 def test_every_graded_test_cell_sends_the_hooks_left_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     shown: list[dict] = []
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")

@@ -357,20 +357,22 @@ def _ipython_transformers() -> tuple[Any, ...]:
 
 
 #: The name under which every graded test cell sends :func:`left_hooks` (a deciding output: the reference has 0).
-LEFT_HOOKS = "hooks on every module or optimizer, left registered before this cell"
+LEFT_HOOKS = "hooks on every module or optimizer, or hooks and modes left open, before this cell"
 
 
 def left_hooks() -> int:
-    """Hooks of the student's on every nn.Module or every optimizer, registered now (torch's own left out).
+    """Hooks of the student's on every nn.Module or every optimizer, registered now (torch's own left out), and the
+    process-wide hooks and modes entered and left open since the baseline (``contract.stacks_left_open``: a
+    saved-tensors hook, a torch function or dispatch mode, a forward AD level, the profiler).
 
     Sent at the start of every graded test cell (:func:`begin`), where the reference solution has none: a hook left
     registered runs inside every later call, the answers' included, and a rule about how an answer is written cannot
     see it (round 103: a Python loop in a global forward hook answered for ``last_valid_token``, whose own code
-    only called ``nn.Identity()``)."""
+    only called ``nn.Identity()``; round 108: ``backward`` in a saved-tensors pack hook, for ``r1_penalty``)."""
     optimizer = sys.modules["torch.optim.optimizer"]
     names = [name for name in vars(optimizer) if name.startswith("_global_") and name.endswith("hooks")]
-    return _global_module_hooks() + sum(not _defined_in_torch(hook) for name in names
-                                        for hook in getattr(optimizer, name).values())
+    return (_global_module_hooks() + len(contract.stacks_left_open())
+            + sum(not _defined_in_torch(hook) for name in names for hook in getattr(optimizer, name).values()))
 
 
 def _global_module_hooks() -> int:
@@ -517,9 +519,11 @@ def canaries() -> None:
 def hold_baseline() -> None:
     """Called by the grader's hold, right after the lab's set-up cell and before any student code: the quiet settings
     and torch's tables of configuration settings as they are now are what every graded test cell starts from
-    (``contract._quiet_baseline``, ``contract._tables_baseline``)."""
+    (``contract._quiet_baseline``, ``contract._tables_baseline``), and no hook or mode is open
+    (``contract.stacks_baseline``)."""
     contract._quiet_baseline()
     contract._tables_baseline()
+    contract.stacks_baseline()
 
 
 def begin(test_id: str) -> None:

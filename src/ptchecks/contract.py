@@ -1320,6 +1320,31 @@ def mark_cell_start() -> None:
     _CELL_START.update(_stacks())
 
 
+#: The entries of :func:`_stacks` that code enters and leaves (a ``with`` block, a mode, a profiler), as the grader's
+#: hold found them, before any student code (:func:`stacks_baseline`).
+_OPEN_STACKS = ("saved tensors hooks", "saved tensors hooks disabled", "forward AD level", "torch function modes",
+                "dispatch modes", "profiler")
+_STACKS_BASELINE: dict[str, object] = {}
+
+
+def stacks_baseline() -> dict[str, object]:
+    """:data:`_OPEN_STACKS` as first read: at the grader's hold (``ptchecks.hold_baseline``), else at the first graded
+    test cell."""
+    if not _STACKS_BASELINE:
+        now = _stacks()
+        _STACKS_BASELINE.update({label: now[label] for label in _OPEN_STACKS})
+    return _STACKS_BASELINE
+
+
+def stacks_left_open() -> list[str]:
+    """What a student's code entered and left open since the baseline, and so runs inside every later call: round
+    108 left ``saved_tensors_hooks`` entered (a generator stopped inside its ``with``), whose pack hook called
+    ``backward`` inside an answer that never names it; the cell started with the hook on, so comparing with the
+    cell's start (:func:`mark_cell_start`) saw nothing."""
+    now = _stacks()
+    return [label for label, value in stacks_baseline().items() if now[label] != value]
+
+
 @contextlib.contextmanager
 def _unusual_caller(grad_needed: bool) -> Iterator[None]:
     """Run the body as a caller whose modes are not the defaults, then put back what was found.

@@ -25,10 +25,11 @@ from typing import Any
 #: The display type of an output sent to the grader.
 MIME = "application/vnd.ptgrader.output+json"
 #: The output every graded test cell sends first, from ``ptchecks.begin`` (``ptchecks.LEFT_HOOKS``; a test holds them
-#: equal): how many hooks of the student's on every nn.Module or optimizer are registered as the cell starts. The
+#: equal): how many hooks of the student's on every nn.Module or optimizer are registered as the cell starts, and how
+#: many process-wide hooks or modes are left open (a saved-tensors hook, round 108). The
 #: reference run starts its cells without ``begin``, so the grader expects 0 itself (round 103: a Python loop in a
 #: global forward hook answered for a part whose own code only called a module).
-LEFT_HOOKS = "hooks on every module or optimizer, left registered before this cell"
+LEFT_HOOKS = "hooks on every module or optimizer, or hooks and modes left open, before this cell"
 #: The most outputs, and bytes of outputs, the grader keeps from one submission (more are dropped).
 MAX_OUTPUTS = 4096
 MAX_BYTES = 64 << 20
