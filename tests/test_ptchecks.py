@@ -7,6 +7,7 @@ because that is exactly what a cheating solution cell does.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 from collections.abc import Generator
 
@@ -324,6 +325,35 @@ def test_hooks_and_modes_left_open_are_counted() -> None:
         assert grading.left_hooks() == 1, block
         next(held, None)
         assert grading.left_hooks() == 0
+
+
+def test_no_garbage_collection_runs_student_code_inside_a_call() -> None:
+    """Round 109: a generator left in a reference cycle ran its ``finally`` at each collection, inside the answer's
+    call, where it registered a hook on every module that did the answer's work."""
+    inside, ran_inside = [False], []
+
+    def plant():
+        def finalizer():
+            try:
+                yield
+            finally:
+                ran_inside.append(inside[0])
+
+        held = finalizer()
+        next(held)
+        cycle = [held]
+        cycle.append(cycle)
+
+    def allocate(x):
+        inside[0] = True
+        plant()
+        junk = [[] for _ in range(10 * gc.get_threshold()[0])]  # enough new objects to start a collection
+        inside[0] = False
+        return x + len(junk)
+
+    grading.contract.call("allocate", allocate, torch.ones(2))
+    gc.collect()
+    assert ran_inside and not any(ran_inside), f"finalizers ran inside the call: {ran_inside}"
 
 
 def test_every_graded_test_cell_sends_the_hooks_left_registered(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -836,7 +836,7 @@ def emit_elsewhere(name: str, function: Callable[..., Any], *args: Any, rtol: fl
     which follows the default device as torch's own functions do."""
     left = None
     try:
-        with _elsewhere(owner if owner is not None else function, default_device):
+        with _elsewhere(owner if owner is not None else function, default_device), contract.answer_running():
             try:
                 result = function(*args, **kwargs)
             finally:

@@ -1476,8 +1476,24 @@ def _without_values(result: object) -> bool:
     return bool(tensors) and all(tensor.is_meta or is_fake(tensor) for tensor in tensors)
 
 
-def _watched(watcher: _GlobalDraws | None) -> contextlib.AbstractContextManager[object]:
-    return watcher if watcher is not None else contextlib.nullcontext()
+@contextlib.contextmanager
+def answer_running(watcher: _GlobalDraws | None = None) -> Iterator[None]:
+    """Around each call of the student's function: no garbage collection, and the global generator's watcher
+    (``draws_watched``) if there is one.
+
+    Round 109: a generator left in a reference cycle at the top of a cell ran its ``finally`` at each collection,
+    so student code the answer never names ran inside its call (a hook on every module, registered and removed
+    there, did the answer's work). With the collector off no code but the answer's, and what it calls, runs
+    inside the call; what a collection runs between the calls is seen by the comparisons before and after them.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with watcher if watcher is not None else contextlib.nullcontext():
+            yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _rng_state() -> list[torch.Tensor]:
@@ -1518,7 +1534,8 @@ def _interrupted_by(kind: type[BaseException], module: torch.nn.Module, function
     hooks_before = _hook_count(watched)
     reached = False
     try:
-        function(*args, **kwargs)
+        with answer_running():
+            function(*args, **kwargs)
     except kind:
         reached = True
     finally:
@@ -1582,14 +1599,14 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     kept_before = _kept_state(function) if named in _CALLED else None
     _CALLED.add(named)
     watcher = _GlobalDraws() if draws_watched else None
-    with _watched(watcher):
+    with answer_running(watcher):
         first = function(*args, **kwargs)
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
     kept_after, kept_size, kept_elements = _kept_state(function)
     with _unusual_caller(grad_needed):
         unusual = _modes()
-        with _watched(watcher):
+        with answer_running(watcher):
             second = function(*args, **kwargs)
         after_unusual = _modes()
     kept_after_second, _, _ = _kept_state(function)
@@ -1599,7 +1616,7 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     # deterministic algorithms) could keep state, draw, or hand back a cached result on every usual call only,
     # which the second call alone never sees (round 27).
     before_third = _modes()
-    with _watched(watcher):
+    with answer_running(watcher):
         third = function(*args, **kwargs)
     modes_third = _modes()
     kept_after_third, kept_size_third, kept_elements_third = _kept_state(function)
