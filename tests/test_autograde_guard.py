@@ -320,6 +320,9 @@ CHEATS = {
     "torch.distributions.biject_to.register(torch.distributions.constraints.greater_than, f)": "uses .biject_to",
     "from torch.distributions import transform_to\ntransform_to.register(c, f)": "transform_to",
     "@torch.distributions.kl.register_kl(P, Q)\ndef f(p, q):\n    return 0": "uses .register_kl",
+    # round 110: pytree's registry, whose flatten function torch.vmap called inside the answer
+    "torch.return_types.register_pytree_node(torch.dtype, flatten, unflatten)": "uses .register_pytree_node",
+    "from torch.export import register_dataclass": "register_dataclass",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",
@@ -418,7 +421,8 @@ def _public_torch_files() -> list[tuple[Path, str, list[str]]]:
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root.parent).as_posix()
         parts = relative.removesuffix(".py").split("/")
-        if not any(part.startswith("_") for part in parts) and parts[1] not in ("testing", "test", "include"):
+        public = all(not part.startswith("_") or part == "__init__" for part in parts)
+        if public and parts[1] not in ("testing", "test", "include"):
             found.append((path, relative, parts))
     return found
 
@@ -453,6 +457,10 @@ _REGISTRATIONS_ALLOWED = {
     "torch/optim/optimizer.py:Optimizer": "hooks on one optimizer",
     "torch/optim/optimizer.py:register_optimizer_": "hooks on every optimizer: counted in each graded test cell",
     "torch/utils/benchmark/utils/compare.py:_Row": "a private class",
+    "torch/cuda/gds.py": "GPUDirect Storage: a buffer registered, not a function",
+    "torch/profiler": "re-exports register_optimizer_step_post_hook: counted in each graded test cell",
+    "torch/utils/module_tracker.py": "re-exports the hooks on every module (counted in each graded test cell) and "
+                                     "register_multi_grad_hook (on the tensors it is given)",
 }
 
 
@@ -467,11 +475,33 @@ def test_policy_names_every_torch_registry_of_functions() -> None:
         found = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
         found += [f"{node.name}.{item.name}" for node in tree.body if isinstance(node, ast.ClassDef)
                   for item in node.body if isinstance(item, ast.FunctionDef)]
-        unnamed += [f"{relative}:{name}" for name in found if name.split(".")[-1].startswith("register")
-                    and not set(name.split(".")) & FORBIDDEN_ATTRIBUTES
-                    and not any(f"{relative}:{name}".startswith(allowed if ":" in allowed else f"{allowed}:")
-                                for allowed in _REGISTRATIONS_ALLOWED)]
-    assert unnamed == [], f"refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it here: {unnamed}"
+        # ...and what it re-exports from elsewhere (round 110: torch.return_types.register_pytree_node, pytree's)
+        found += [alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                  for alias in node.names]
+        unnamed += [f"{relative}:{name}" for name in found if _registers(name, relative)]
+    # ...and what the modules torch imports hold, functions written in C included (torch.monitor's)
+    for module_name, module in list(sys.modules.items()):
+        parts = module_name.split(".")
+        if parts[0] != "torch" or any(part.startswith("_") for part in parts) or set(parts) & FORBIDDEN_ATTRIBUTES:
+            continue
+        relative = "/".join(parts) + ".py"
+        unnamed += [f"{relative}:{name}" for name in dir(module)
+                    if callable(getattr(module, name, None)) and _registers(name, relative)]
+    assert sorted(set(unnamed)) == [], ("refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it"
+                                        f" here: {sorted(set(unnamed))}")
+
+
+#: A name that registers (not one that unregisters); private names are refused by the policy already.
+_REGISTERS = re.compile(r"(?<!un)(?<!de)register", re.IGNORECASE)
+
+
+def _registers(name: str, relative: str) -> bool:
+    """Whether ``name`` (``f`` or ``Class.f``) of the module at ``relative`` registers something, and is neither
+    refused by the policy nor allowed in :data:`_REGISTRATIONS_ALLOWED`."""
+    own = name.split(".")
+    return (_REGISTERS.search(own[-1]) is not None and not any(part.startswith("_") for part in own)
+            and not set(own) & FORBIDDEN_ATTRIBUTES
+            and not any(f"{relative}:{name}".startswith(allowed) for allowed in _REGISTRATIONS_ALLOWED))
 
 
 def _writers_named(path: Path) -> bool:
