@@ -378,16 +378,18 @@ def test_a_forbidden_callable_kept_as_a_value_breaks_the_rule(kept: str, functio
     assert forbidden_calls(cells, function, callee, aliases) + forbidden_values(cells, function, callee, SETUP_MODULES)
 
 
-def test_a_value_of_the_set_up_that_the_notebook_changes_is_handed_around() -> None:
+def test_a_value_the_lab_s_cells_made_is_handed_around() -> None:
     """Round 107: the bootstrap cell's ``origin`` dict, filled by ``origin.update(impl=...)`` (a method call, no
-    name bound), read as ``origin["impl"]``. A set-up value only read stays the lab's."""
+    name bound), read as ``origin["impl"]``."""
     answer = CALLS_HELPER.format('origin["impl"]')
     assert python_loops({2: LOOPING, 3: "origin.update(impl=looping_sum)\n" + answer}, "segment_sum",
                         frozenset({"origin"}))
     assert python_loops({2: LOOPING, 3: "def fill(d):\n    d['impl'] = looping_sum\nfill(origin)\n" + answer},
                         "segment_sum", frozenset({"origin"}))
+    # round 111: a test cell's tensor, only read, did the work with torch's methods: any value of the lab's counts
     assert python_loops({2: LOOPING, 3: "print(origin.get('impl'))\n" + answer}, "segment_sum",
-                        frozenset({"origin"})) == []
+                        frozenset({"origin"}))
+    assert python_loops({2: LOOPING, 3: "print(origin)\n" + VECTORISED}, "segment_sum", frozenset({"origin"})) == []
 
 
 def test_a_method_swapped_by_a_with_target_is_not_the_class_body_s() -> None:

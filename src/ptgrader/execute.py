@@ -356,7 +356,7 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         cells = {index: nb.cells[index].source for index in self.student_cells}
         pairs, names = _locked_names(tuple(trusted.items()), frozenset(test_ids))
         modules = dict(pairs)
-        values = names.setup - modules.keys()  # the set-up's values that are not modules (the bootstrap's dicts)
+        values = names.locked - modules.keys()  # what the lab's cells bind that is no module (dicts, tensors)
         for index, cell in graded_test_cells(nb):
             trusted_source = trusted.get(grade_id(cell), "")
             loops, calls = loop_rules(trusted_source), call_rules(trusted_source)

@@ -510,11 +510,11 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # a definition read under a name a statement rebinds is not what runs (round 100: the answer's own name, bound
     # to a loop by ``for last_valid_token in [_pick]`` at the top of a cell after an honest ``def``)
     unpinned |= {f"{name} (bound again by a statement)" for name, _, _ in found if name in rebound}
-    # a value the lab's set-up made (``lab_values``: not a module) that the student changes or hands to other code
-    # (round 107: the bootstrap cell's ``origin`` dict, filled by ``origin.update(impl=...)``, read as
-    # ``origin["impl"]``)
-    unpinned |= {f"{name} (the set-up's, changed or handed around by the notebook)"
-                 for name in free & lab_values & used_otherwise}
+    # a value the lab's cells made (``lab_values``: not a module), which an answer has no reason to read: what it
+    # holds is the lab's or the student's to say, not the reading's (round 107: the bootstrap cell's ``origin``
+    # dict, filled by ``origin.update(impl=...)``, read as ``origin["impl"]``; round 111: a test cell's tensor,
+    # whose methods did expand_strides' work with torch)
+    unpinned |= {f"{name} (a value the lab's cells made)" for name in free & lab_values}
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
@@ -712,7 +712,7 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
 
     ``cells``: cell index -> source of every cell the student could have written. ``lab_values``: the names the
-    lab's set-up binds to values that are not modules (what the student may change, as the bootstrap's dicts).
+    lab's locked cells (set-up and tests) bind to values that are not modules.
     """
     reached = _reached(cells, function, lab_values)
     if reached is None:
