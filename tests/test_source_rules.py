@@ -392,6 +392,18 @@ def test_a_value_the_lab_s_cells_made_is_handed_around() -> None:
     assert python_loops({2: LOOPING, 3: "print(origin)\n" + VECTORISED}, "segment_sum", frozenset({"origin"})) == []
 
 
+def test_a_memoised_helper_called_elsewhere_hands_back_what_it_was_given() -> None:
+    """Round 112: ``@functools.cache`` on an identity helper, called at the top of a cell with an object of the
+    student's class, handed that object to the answer (its argument compared equal), whose subscript ran the
+    class's code. A memoised helper only the answer calls stays its own."""
+    memo = "import functools\n@functools.cache\ndef table(key):\n    return key\n"
+    half = "class Half(float):\n    def __getitem__(self, item):\n        return looping_sum(*item)\n"
+    answer = "def segment_sum(v, ids, n):\n    return table(0.5)[v, ids, n]\n"
+    assert python_loops({2: LOOPING, 3: memo + half + "table(Half(0.5))\n" + answer}, "segment_sum")
+    assert python_loops({2: LOOPING, 3: memo + "def segment_sum(v, ids, n):\n    return table(v)\n"},
+                        "segment_sum") == []
+
+
 def test_a_method_swapped_by_a_with_target_is_not_the_class_body_s() -> None:
     """Round 105: ``with Ctx() as Steps.run`` at the top of a cell swapped an honest method for one that calls
     backward, and the answer read it as ``Steps().run``."""

@@ -510,6 +510,15 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # a definition read under a name a statement rebinds is not what runs (round 100: the answer's own name, bound
     # to a loop by ``for last_valid_token in [_pick]`` at the top of a cell after an honest ``def``)
     unpinned |= {f"{name} (bound again by a statement)" for name, _, _ in found if name in rebound}
+    # a memoised function hands back what a call elsewhere gave it (round 112: ``@functools.cache`` on an identity
+    # helper, called at the top of a cell with an object of the student's class, returned that object to the
+    # answer's call, whose argument compared equal to it)
+    named_elsewhere = {inner.id if isinstance(inner, ast.Name) else inner.attr
+                       for index, source in cells.items() for tree in _parse(source) for inner in ast.walk(tree)
+                       if isinstance(inner, (ast.Name, ast.Attribute)) and _span(index, inner) not in reached}
+    unpinned |= {f"{inner.name} (memoised, and called elsewhere too)" for _, _, node in found
+                 for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and inner.name in named_elsewhere and any(_memoises(decorator) for decorator in inner.decorator_list)}
     # a value the lab's cells made (``lab_values``: not a module), which an answer has no reason to read: what it
     # holds is the lab's or the student's to say, not the reading's (round 107: the bootstrap cell's ``origin``
     # dict, filled by ``origin.update(impl=...)``, read as ``origin["impl"]``; round 111: a test cell's tensor,
@@ -518,6 +527,16 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
+
+
+#: Decorators that keep results and hand them back to later calls (functools', torch's has none public).
+_MEMOISING = frozenset({"cache", "lru_cache", "cached_property"})
+
+
+def _memoises(decorator: ast.expr) -> bool:
+    """Whether a decorator (``@cache``, ``@functools.lru_cache(maxsize=8)``) is one of :data:`_MEMOISING`."""
+    named = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (named.attr if isinstance(named, ast.Attribute) else getattr(named, "id", None)) in _MEMOISING
 
 
 def _bound_otherwise(cells: dict[int, str]) -> set[str]:
