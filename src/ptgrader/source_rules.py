@@ -470,8 +470,7 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     student = {name for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                for name in _names_bound(inner)}
     enclosing = _enclosing_bindings(cells, {_span(index, node) for index, node in definitions[function]})
-    looked_at, used_otherwise = _name_uses(cells)
-    read_only = looked_at - used_otherwise
+    read_only = _read_only_names(cells)
     rebound = _bound_otherwise(cells)
     classes = {name: node for name, nodes in definitions.items() for _, node in nodes if isinstance(node, ast.ClassDef)}
     # an attribute assigned anywhere, in any function, under any object's name, may be a class's (round 96:
@@ -621,15 +620,12 @@ _READING_METHODS = frozenset({"get", "keys", "values", "items", "copy", "count",
                               "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint"})
 
 
-def _name_uses(cells: dict[int, str]) -> tuple[set[str], set[str]]:
-    """(the names some use only looks at, the names some use changes or hands to other code).
-
-    The names in the first and not in the second are read only: every read looks at what they hold: ``x in NAMES``,
-    ``NAMES[i]``, ``for n in NAMES``, ``f"{NAMES}"``, ``NAMES.get(k, d)``, a built-in that reads it (``len``,
-    ``sorted``, ``print``...). A list, set or dict of known values bound to such a name stays as it was written
-    (round 97: an honest ``INDEX_DTYPES = {torch.int32, torch.int64}`` read as a value handed around; round 98: the
-    same named in an error message, and a dtype table read with ``.get``); one that is changed, or handed to other
-    code that could change it, is not."""
+def _read_only_names(cells: dict[int, str]) -> set[str]:
+    """Names every read of which only looks at what they hold: ``x in NAMES``, ``NAMES[i]``, ``for n in NAMES``,
+    ``f"{NAMES}"``, ``NAMES.get(k, d)``, a built-in that reads it (``len``, ``sorted``, ``print``...). A list, set or
+    dict of known values bound to such a name stays as it was written (round 97: an honest ``INDEX_DTYPES =
+    {torch.int32, torch.int64}`` read as a value handed around; round 98: the same named in an error message, and a
+    dtype table read with ``.get``); one that is changed, or handed to other code that could change it, is not."""
     looked_at, other = set(), set()
     for source in cells.values():
         for tree in _parse(source):
@@ -651,7 +647,7 @@ def _name_uses(cells: dict[int, str]) -> tuple[set[str], set[str]]:
             for node in ast.walk(tree):
                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                     (looked_at if id(node) in inside else other).add(node.id)
-    return looked_at, other
+    return looked_at - other
 
 
 def _class_pins(node: ast.ClassDef, attribute: str, student: set[str]) -> bool:
@@ -707,7 +703,7 @@ def _names_bound(node: ast.AST) -> list[str]:
 def _pinned(node: ast.AST, student: set[str], read_only: set[str] | frozenset[str] = frozenset()) -> bool:
     """Whether a binding gives its name a value the reading knows: a function (a lambda too), a class, a module, a
     constant, or an attribute of one only the lab binds (``INDEX_DTYPE = torch.long``; round 95: honest, and
-    failed); or a list, set or dict of such values bound to names only read (:func:`_name_uses`)."""
+    failed); or a list, set or dict of such values bound to names of ``read_only`` (:func:`_read_only_names`)."""
     if isinstance(node, (*_DEFINITIONS, ast.Import, ast.ImportFrom)):
         return True
     value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
