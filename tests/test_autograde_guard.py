@@ -323,6 +323,9 @@ CHEATS = {
     # round 110: pytree's registry, whose flatten function torch.vmap called inside the answer
     "torch.return_types.register_pytree_node(torch.dtype, flatten, unflatten)": "uses .register_pytree_node",
     "from torch.export import register_dataclass": "register_dataclass",
+    # round 113: typing caches its aliases by value, and get_args took a student's object back out of one
+    "import typing\nx = typing.get_args(typing.Annotated[int, 0.5])[1]": "uses .get_args",
+    "from typing import get_args": "get_args",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",

@@ -127,18 +127,24 @@ CHOOSES_MIME = frozenset(
     }
 )
 
-#: Why each name of the two lists above is refused, wherever it appears.
+#: What takes objects back out of typing's aliases, which typing caches by value: ``Annotated[int, Half(0.5)]``,
+#: made at the top of a cell with an object of the student's float subclass, is what ``Annotated[int, 0.5]`` gives
+#: any later code, so ``get_args`` handed that object to an answer that never named it (round 113).
+HANDS_BACK_STORED = frozenset({"get_args", "get_origin"})
+
+#: Why each name of the three lists above is refused, wherever it appears.
 _REFUSED_BECAUSE = {
     **{name: "it evaluates strings or reprs as code" for name in EVALUATES_CODE},
     **{name: "it publishes outputs of a type the cell chooses, the grader's included" for name in CHOOSES_MIME},
+    **{name: "it hands back objects typing's caches stored for other code" for name in HANDS_BACK_STORED},
 }
 
 #: Parts of a module path that no import may name.
-_FORBIDDEN_PARTS = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE
+_FORBIDDEN_PARTS = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE | HANDS_BACK_STORED
 
 #: Attributes that walk from an object to interpreter internals (frames, code, modules of the runtime), and
 #: the forbidden parts of torch however they are reached (``[torch][0].ops`` is torch.ops too).
-FORBIDDEN_ATTRIBUTES = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE | CHOOSES_MIME | frozenset(
+FORBIDDEN_ATTRIBUTES = FORBIDDEN_TORCH_PARTS | EVALUATES_CODE | CHOOSES_MIME | HANDS_BACK_STORED | frozenset(
     {
         "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_globals", "f_locals", "f_back", "f_builtins", "f_code",
         "tb_frame", "tb_next", "co_code", "os", "sys", "subprocess", "builtins", "importlib", "ctypes", "signal",
