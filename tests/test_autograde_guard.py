@@ -89,6 +89,7 @@ checks.check_raises = check_raises
 """
 
 HONEST = [
+    "def f(p):\n    match p:\n        case complex(real=r, imag=i):\n            return r + i\n    return p",
     # functools' wrappers as a decorator, and called without copying a namespace (round 106 refuses the rest)
     "import functools\n\ndef timed(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a)\n"
     "    return inner",
@@ -326,6 +327,11 @@ CHEATS = {
     # round 113: typing caches its aliases by value, and get_args took a student's object back out of one
     "import typing\nx = typing.get_args(typing.Annotated[int, 0.5])[1]": "uses .get_args",
     "from typing import get_args": "get_args",
+    # round 114: a class pattern reads attributes the policy refuses elsewhere
+    "match f:\n    case object(__builtins__=b):\n        pass": "reads the attribute __builtins__ in a class pattern",
+    "match t:\n    case object(__metadata__=(h,)):\n        pass": "reads the attribute __metadata__ in a class",
+    "match g:\n    case object(gi_frame=fr):\n        pass": "reads .gi_frame in a class pattern",
+    "match m:\n    case object(_C=c):\n        pass": "reads the private attribute _C in a class pattern",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",

@@ -763,6 +763,20 @@ class _Reader(ast.NodeVisitor):
             self.check_binding(node, node.rest)
         self.generic_visit(node)
 
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        """``case object(__globals__=g)`` reads those attributes of whatever is matched: each is checked as an
+        attribute of a value the policy cannot follow (round 114: ``__metadata__`` of a cached typing alias, and
+        ``__builtins__`` of a function, which reached ``eval``)."""
+        for attr in node.kwd_attrs:
+            if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+                self.flag(node, f"reads the attribute {attr} in a class pattern")
+            elif attr in FORBIDDEN_ATTRIBUTES or attr in FORBIDDEN_NAMES:
+                self.flag(node, f"reads .{attr} in a class pattern")
+            elif attr.startswith("_"):
+                self.flag(node, f"reads the private attribute {attr} in a class pattern (of a value, for all the"
+                                " policy can tell, a module)")
+        self.generic_visit(node)
+
     def visit_Global(self, node: ast.Global) -> None:
         self._declared(node, node.names, "global")
 
