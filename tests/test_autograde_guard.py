@@ -90,6 +90,7 @@ checks.check_raises = check_raises
 
 HONEST = [
     "def f(p):\n    match p:\n        case complex(real=r, imag=i):\n            return r + i\n    return p",
+    "def f(p):\n    match p:\n        case int(n) | float(n):\n            return n\n    return p",
     # functools' wrappers as a decorator, and called without copying a namespace (round 106 refuses the rest)
     "import functools\n\ndef timed(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a)\n"
     "    return inner",
@@ -332,6 +333,8 @@ CHEATS = {
     "match t:\n    case object(__metadata__=(h,)):\n        pass": "reads the attribute __metadata__ in a class",
     "match g:\n    case object(gi_frame=fr):\n        pass": "reads .gi_frame in a class pattern",
     "match m:\n    case object(_C=c):\n        pass": "reads the private attribute _C in a class pattern",
+    # round 115: by position, a class pattern reads what __match_args__ names (GradientEdge's node)
+    "match e:\n    case torch.autograd.graph.GradientEdge(n, i):\n        pass": "by position",
     "print([torch][0].testing._comparison)": "uses the private attribute _comparison of a computed value",
     "x = ([torch.testing],)\nx[0][0].assert_close = print": "changes the attribute assert_close of an expression",
     "x = ([torch.testing],)": "holds the module torch.testing as a value",

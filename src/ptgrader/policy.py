@@ -205,6 +205,10 @@ _TIMER_CODE = ("stmt", "setup")
 _TIMER_OPTIONS = frozenset({"globals", "label", "sub_label", "description", "num_threads", "env"})
 #: Calls that only look at a class: ``type(x)`` given to them yields nothing to call or change.
 _LOOKS_AT = frozenset({"print", "str", "repr", "isinstance", "issubclass", "id", "hash"})
+#: Builtin classes that a class pattern matches by position against the subject itself (``case int(n)``), reading
+#: no attribute.
+_SELF_MATCHING = frozenset({"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
+                            "tuple"})
 #: Builtin classes whose subscript is a type (``list["..."]``: a string in it is code to typing).
 _GENERICS = frozenset({"list", "dict", "tuple", "set", "frozenset", "type"})
 
@@ -767,6 +771,11 @@ class _Reader(ast.NodeVisitor):
         """``case object(__globals__=g)`` reads those attributes of whatever is matched: each is checked as an
         attribute of a value the policy cannot follow (round 114: ``__metadata__`` of a cached typing alias, and
         ``__builtins__`` of a function, which reached ``eval``)."""
+        if node.patterns and not (isinstance(node.cls, ast.Name) and node.cls.id in _SELF_MATCHING):
+            # a positional pattern reads what the class's __match_args__ names, which the cell does not show
+            # (round 115: GradientEdge(n, i) read .node)
+            self.flag(node, f"matches {ast.unparse(node.cls)}(...) by position (it reads the attributes its"
+                            " __match_args__ names; name them: `case C(attr=x)`)")
         for attr in node.kwd_attrs:
             if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
                 self.flag(node, f"reads the attribute {attr} in a class pattern")
