@@ -369,10 +369,15 @@ def left_hooks() -> int:
     registered runs inside every later call, the answers' included, and a rule about how an answer is written cannot
     see it (round 103: a Python loop in a global forward hook answered for ``last_valid_token``, whose own code
     only called ``nn.Identity()``; round 108: ``backward`` in a saved-tensors pack hook, for ``r1_penalty``)."""
-    optimizer = sys.modules["torch.optim.optimizer"]
-    names = [name for name in vars(optimizer) if name.startswith("_global_") and name.endswith("hooks")]
-    return (_global_module_hooks() + len(contract.stacks_left_open())
-            + sum(not _defined_in_torch(hook) for name in names for hook in getattr(optimizer, name).values()))
+    return (_global_module_hooks() + _students_hooks("torch.optim.optimizer") + len(contract.stacks_left_open()))
+
+
+def _students_hooks(module_name: str) -> int:
+    """The hooks in the module's registries of hooks for every instance (its ``_global_*hooks`` dicts) that are not
+    torch's own (:func:`_defined_in_torch`)."""
+    module = sys.modules[module_name]
+    names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")]
+    return sum(not _defined_in_torch(hook) for name in names for hook in getattr(module, name).values())
 
 
 def _global_module_hooks() -> int:
@@ -385,9 +390,7 @@ def _global_module_hooks() -> int:
     on a CPU. A student cannot make a function whose code lives in torch's files: the code policy
     refuses dunders and code built from strings.
     """
-    module = sys.modules["torch.nn.modules.module"]
-    names = [name for name in vars(module) if name.startswith("_global_") and name.endswith("hooks")]
-    return sum(not _defined_in_torch(hook) for name in names for hook in getattr(module, name).values())
+    return _students_hooks("torch.nn.modules.module")
 
 
 def _defined_in_torch(hook: object, depth: int = 0) -> bool:

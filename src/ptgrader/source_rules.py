@@ -528,7 +528,7 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
 
 
-#: Decorators that keep results and hand them back to later calls (functools', torch's has none public).
+#: functools' decorators that keep results and hand them back to later calls.
 _MEMOISING = frozenset({"cache", "lru_cache", "cached_property"})
 
 
