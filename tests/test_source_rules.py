@@ -136,7 +136,7 @@ LOOP = "    out = []\n    for row in v.tolist():\n        out.append(row)\n    r
          "an object of Pick handed to other code as a value"),
         ({3: "class S:\n    def pick(self, r):\n        return r\n    def run(self, v):\n"
              "        return torch.vmap(getattr(self, 'pick'), chunk_size=1)(v)\n"
-             "def segment_sum(v, ids, n):\n    return S().run(v)"}, "'pick' handed to other code as a value"),
+             "def segment_sum(v, ids, n):\n    return S().run(v)"}, "pick handed to other code as a value"),  # getattr(self, 'pick') is read as self.pick
     ],
 )
 def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_rule(
@@ -144,6 +144,43 @@ def test_iteration_hidden_in_blocks_magics_aliases_and_call_chains_breaks_the_ru
 ) -> None:
     loops = python_loops(cells, "segment_sum")
     assert any(found in loop for loop in loops), loops
+
+
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [  # round 116: what a class pattern reads is an attribute read, though ast holds its name as a plain string
+        ("def segment_sum(v, ids, n):\n    match v:\n        case object(tolist=as_list):\n"
+         "            rows = as_list()\n    return rows", ".tolist()"),
+        ("class Walk:\n    def down(self, k):\n        match self:\n            case object(down=again):\n"
+         "                return k if k == 0 else again(k - 1)\n"
+         "def segment_sum(v, ids, n):\n    return Walk().down(3)", "recursion: down calls itself"),
+        ("import functools\ndef segment_sum(v, ids, n):\n    match functools:\n"
+         "        case object(reduce=fold) | object(partial=fold):\n            return fold(f, v, 0)", "reduce"),
+        # ...and so is a constant name given to getattr, hasattr, attrgetter or methodcaller (the policy's only others)
+        ("def segment_sum(v, ids, n):\n    return getattr(v, 'tolist', None)()", ".tolist()"),
+        ("import operator\ndef segment_sum(v, ids, n):\n    return operator.methodcaller('tolist')(v)", ".tolist()"),
+        ("from operator import attrgetter\ndef segment_sum(v, ids, n):\n"
+         "    return attrgetter('shape', 'T.tolist')(v)[1]()", ".tolist()"),
+        ("import functools\ndef segment_sum(v, ids, n):\n    return getattr(functools, 'reduce')(f, v)", "reduce"),
+    ],
+)
+def test_an_attribute_named_in_a_class_pattern_or_a_string_is_read(answer: str, found: str) -> None:
+    loops = python_loops({3: answer}, "segment_sum")
+    assert any(found in loop for loop in loops), loops
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "def segment_sum(values, ids, n):\n    match values:\n        case torch.Tensor(shape=(_, width)):\n"
+        "            out = values.new_zeros((n, width))\n    return out.index_add_(0, ids, values)",
+        "def segment_sum(values, ids, n):\n    width = getattr(values, 'shape')[1]\n"
+        "    return values.new_zeros((n, width)).index_add_(0, ids, values)",
+    ],
+)
+def test_an_attribute_read_by_name_that_is_neither_loop_nor_call_keeps_its_part(answer: str) -> None:
+    assert python_loops({3: answer}, "segment_sum") == []
+    assert forbidden_calls({3: answer}, "segment_sum", "backward") == []
 
 
 def test_a_local_rebound_elsewhere_is_not_recursion_nor_a_use() -> None:
@@ -211,6 +248,19 @@ def test_a_forbidden_call_is_read_from_the_test_cells_own_lines() -> None:
                              "g = grads(critic(real).sum(), real)")},
          "backward in grads (notebook cell 3, line 2)"),
         ({3: "def penalty(c, r, g):\n    return 0"}, "no definition of r1_penalty"),
+        # Round 116: the attribute named in a class pattern, which ast holds as a plain string.
+        ({3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             "match critic(real).sum():\n        case object(backward=run):\n            pass\n"
+                             "    run(inputs=[real], create_graph=True)\n    g, real.grad = real.grad, None")},
+         "backward in r1_penalty (notebook cell 4, line 4)"),
+        ({3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             "match [critic(real).sum()]:\n        case [object(backward=object(__call__=run))]:\n"
+                             "            run(inputs=[real], create_graph=True)\n    g = real.grad")},
+         "backward in r1_penalty"),
+        ({3: "import operator\n" + PENALTY.replace(
+            "(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+            "operator.attrgetter('sum.backward')(critic(real))(inputs=[real], create_graph=True)\n    g = real.grad")},
+         "backward in r1_penalty"),
     ],
 )
 def test_a_forbidden_call_anywhere_the_function_reaches_breaks_the_rule(cells: dict[int, str], found: str) -> None:

@@ -57,6 +57,7 @@ goes through ``__torch_function__``, and ``torch.broadcast_shapes`` is plain Pyt
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib
 import inspect
@@ -122,7 +123,7 @@ def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
     is parsed, and no reading relies on meeting the same node objects again (:func:`_span`; round 99: a
     submission of more than 64 cells was read otherwise)."""
     try:
-        tree = parse(as_python(source) if depth == 0 else source)
+        tree = _ReadsByName().visit(parse(as_python(source) if depth == 0 else source))
     except (SyntaxError, ValueError):
         return ()  # a cell that does not parse fails on its own when it runs
     found: tuple[ast.Module, ...] = (tree,)
@@ -133,6 +134,84 @@ def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
                     if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
                         found += _parse(argument.value, depth + 1)
     return found
+
+
+class _ReadsByName(ast.NodeTransformer):
+    """Attributes read by a name the code holds as a string, written out as ``ast.Attribute`` reads, so that every
+    reading of the source rules sees them like the same code written with a dot.
+
+    The code policy lets a cell name an attribute in three other ways, and checks each name itself: a ``match``
+    class pattern (``case C(name=v)`` reads ``subject.name``; ``ast`` holds the name as a plain string,
+    ``MatchClass.kwd_attrs``, which no walk of the tree meets), and a constant string given to ``getattr`` or
+    ``hasattr``, or to ``operator.attrgetter`` or ``methodcaller`` (the policy allows those functions only so, by
+    their own names). Round 116 reached ``backward`` through ``case object(backward=run)`` in a part that forbids it,
+    ``.tolist`` and a method calling itself in a part that forbids loops; ``getattr(v, "tolist")()`` and
+    ``attrgetter("sum.backward")`` were missed the same way. A class pattern's reads start its ``case`` body
+    (``v = subject.name`` where the pattern only captures); a call by name becomes what it does: ``getattr(x, "n")``
+    is ``x.n`` (``x.n or default`` with a default, ``x.n and True`` for ``hasattr``), ``methodcaller("n", *a)`` is
+    ``lambda obj: obj.n(*a)``, ``attrgetter("a.b")`` is ``lambda obj: obj.a.b``.
+    """
+
+    def visit_Match(self, node: ast.Match) -> ast.Match:
+        self.generic_visit(node)
+        for case in node.cases:
+            case.body[:0] = list(_pattern_reads(case.pattern, node.subject))
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        function = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        names = [argument.value for argument in (node.args[1:2] if function in ("getattr", "hasattr") else node.args)
+                 if isinstance(argument, ast.Constant) and isinstance(argument.value, str)]
+        if function not in _BY_NAME or not names or node.keywords and function != "methodcaller":
+            return node
+        if function in ("getattr", "hasattr"):
+            read = _read(node.args[0], names[0], node)
+            rest = [ast.Constant(True)] if function == "hasattr" else node.args[2:]
+            return ast.copy_location(ast.BoolOp(ast.And() if function == "hasattr" else ast.Or(), [read, *rest]),
+                                     node) if rest else read
+        holder = ast.copy_location(ast.Name(id="obj", ctx=ast.Load()), node)
+        if function == "methodcaller":
+            body: ast.expr = ast.copy_location(ast.Call(_read(holder, names[0], node), node.args[1:], node.keywords),
+                                               node)
+        else:
+            reads = [_read(holder, name, node) for name in names]
+            body = reads[0] if len(reads) == 1 else ast.copy_location(ast.Tuple(reads, ast.Load()), node)
+        arguments = ast.arguments(posonlyargs=[], args=[ast.arg("obj")], kwonlyargs=[], kw_defaults=[], defaults=[])
+        return ast.copy_location(ast.Lambda(arguments, body), node)
+
+
+#: The functions that read an attribute by a name given as a string (``policy._BY_NAME``).
+_BY_NAME = frozenset({"getattr", "hasattr", "attrgetter", "methodcaller"})
+
+
+def _read(value: ast.expr, dotted: str, where: ast.AST) -> ast.expr:
+    """``value.a.b`` for ``dotted`` "a.b", at ``where``'s place in the source."""
+    for name in dotted.split("."):
+        value = ast.copy_location(ast.Attribute(value=copy.deepcopy(value), attr=name, ctx=ast.Load()), where)
+    return value
+
+
+def _pattern_reads(pattern: ast.pattern, subject: ast.expr) -> Iterator[ast.stmt]:
+    """The attribute reads ``pattern`` makes of ``subject`` (and of what those reads give), as statements."""
+    if isinstance(pattern, ast.MatchClass):
+        for attr, inner in zip(pattern.kwd_attrs, pattern.kwd_patterns, strict=True):
+            read = _read(subject, attr, pattern)
+            if isinstance(inner, ast.MatchAs) and inner.pattern is None and inner.name:
+                yield ast.copy_location(ast.Assign(targets=[ast.copy_location(
+                    ast.Name(id=inner.name, ctx=ast.Store()), inner)], value=read), pattern)
+            else:
+                yield ast.copy_location(ast.Expr(value=read), pattern)
+            yield from _pattern_reads(inner, read)
+        inside = [(inner, subject) for inner in pattern.patterns]  # a builtin matching itself (the policy refuses others)
+    elif isinstance(pattern, ast.MatchAs):
+        inside = [(pattern.pattern, subject)] if pattern.pattern else []
+    elif isinstance(pattern, (ast.MatchOr, ast.MatchSequence, ast.MatchMapping)):
+        inside = [(inner, subject) for inner in pattern.patterns]  # an item's read, as one of the subject's
+    else:
+        inside = []
+    for inner, of in inside:
+        yield from _pattern_reads(inner, of)
 
 
 def _bound_names(node: ast.AST) -> list[str]:
