@@ -1474,3 +1474,15 @@ def test_a_first_call_that_grows_the_state_in_a_later_case_is_state_kept(monkeyp
         kept = [contract_of(function, n, monkeypatch=monkeypatch, later_case=n > 4)["state kept by the function"]
                 for n in (4, 5, 6)]
         assert kept == [False, function is memoised, function is memoised], (function.__name__, kept)
+
+
+@pytest.mark.parametrize("grad_needed", [False, True])
+def test_the_unusual_caller_changes_no_quiet_setting_the_harness_does_not_read_again(grad_needed: bool) -> None:
+    """The harness reads the quiet settings once between two calls of the function, and reads again inside the unusual
+    caller only those it sets itself (contract._SET_BY_THE_UNUSUAL_CALLER): a torch that makes it set another one fails
+    here, not as a change the function never made."""
+    before = contract._quiet_settings()
+    with contract._unusual_caller(grad_needed):
+        inside = contract._quiet_settings()
+    assert set(contract._changed(before, inside)) <= set(contract._SET_BY_THE_UNUSUAL_CALLER)
+    assert contract._changed(before, contract._quiet_settings()) == []

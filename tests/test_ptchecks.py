@@ -86,11 +86,24 @@ def test_count_hooks_by_kind() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
     handle = model[0].register_forward_hook(lambda *args: None)
     model.register_forward_pre_hook(lambda *args: None)
-    assert (grading.count_hooks(model), grading.count_hooks(model, "forward_pre")) == (1, 1)
+    assert (grading.count_hooks(model, "forward"), grading.count_hooks(model, "forward_pre")) == (1, 1)
     handle.remove()
-    assert grading.count_hooks(model) == 0
+    assert grading.count_hooks(model, "forward") == 0
     with pytest.raises(ValueError, match="kind must be one of"):
         grading.count_hooks(model, "sideways")
+
+
+def test_every_hook_counts_by_default() -> None:
+    """Round 116: a forward pre-hook left behind was invisible to a count of forward hooks."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    model.register_forward_pre_hook(lambda *args: None)
+    model[0].register_full_backward_pre_hook(lambda *args: None)
+    model[1].register_state_dict_post_hook(lambda *args: None)
+    model.register_load_state_dict_post_hook(lambda *args: None)
+    model[0].weight.register_hook(lambda grad: grad)
+    model[0].bias.register_post_accumulate_grad_hook(lambda param: None)
+    assert grading.count_hooks(model) == 6
+    assert grading.count_hooks(model, "forward") == 0
 
 
 def test_a_learners_failed_check_raises_with_its_message() -> None:
@@ -368,3 +381,11 @@ def test_every_graded_test_cell_sends_the_hooks_left_registered(monkeypatch: pyt
     grading._flush()
     sent = [payload for data in shown for payload in data[grading.OUTPUT_MIME]]
     assert any("hooks on every module or optimizer" in str(payload) for payload in sent), sent
+
+
+@pytest.mark.parametrize(("rtol", "atol"), [(1e-5, 10.0), (1.0, 0.0), (-1e-9, 1e-9)])
+def test_a_tolerance_the_grader_refuses_is_refused_where_it_is_emitted(rtol: float, atol: float) -> None:
+    """The grader refuses a tolerance outside [0, 1) (ptgrader.channel), and with it every output of the submission:
+    a hidden test that asks for one fails in the lab's own run, not first in grading (round 116's atol of 10)."""
+    with pytest.raises(ValueError, match=r"rtol and atol must both be in \[0, 1\)"):
+        grading.emit(f"a tolerance of {rtol} and {atol}", torch.ones(2), rtol=rtol, atol=atol)

@@ -1266,8 +1266,11 @@ def put_back_quiet_settings(found: dict[str, object] | None = None) -> None:
             write(baseline[label])
 
 
-def _modes() -> dict[str, object]:
-    """The process-wide settings a function must leave as it found them."""
+def _modes(quiet: dict[str, object] | None = None) -> dict[str, object]:
+    """The process-wide settings a function must leave as it found them. ``quiet``: the quiet settings as just read
+    (:func:`_quiet_settings`), where only the harness's own code ran since, which changes none of them: they are not
+    read again (most of a read's cost, which :func:`call` paid eight times per call; reads still bracket every call
+    of the function, so any change it or its finalizers make is seen by the next one)."""
     return {
         "grad mode": torch.is_grad_enabled(),
         "inference mode": torch.is_inference_mode_enabled(),
@@ -1279,8 +1282,21 @@ def _modes() -> dict[str, object]:
                                      torch.is_deterministic_algorithms_warn_only_enabled()),
         "threads": torch.get_num_threads(),
         **_stacks(),
-        **_quiet_settings(),
+        **(_quiet_settings() if quiet is None else quiet),
     }
+
+
+#: The quiet settings that :func:`_unusual_caller` itself changes, and puts back: ``use_deterministic_algorithms`` sets
+#: ``torch._inductor.config.deterministic``. :func:`_quiet_part` reads them again (a test holds this list complete).
+_SET_BY_THE_UNUSUAL_CALLER = ("torch's configuration modules",)
+
+
+def _quiet_part(modes: dict[str, object]) -> dict[str, object]:
+    """The quiet settings (:data:`_QUIET`) of a record of :func:`_modes`, those the unusual caller sets read again."""
+    quiet = {label: modes[label] for label in _QUIET}
+    for label in _SET_BY_THE_UNUSUAL_CALLER:
+        quiet[label] = _read(_QUIET[label][0])
+    return quiet
 
 
 def _stacks() -> dict[str, object]:
@@ -1592,9 +1608,12 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
 
     _stop_point()  # before the function runs three times: the grader may have stopped the cell already
     found = _quiet_settings()
-    left_changed = _changed(_quiet_baseline(), found) + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
-    put_back_quiet_settings(found)
-    records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(), _rng_state()
+    left = _changed(_quiet_baseline(), found)
+    left_changed = left + (_changed(_CELL_START, _stacks()) if _CELL_START else [])
+    if left:
+        put_back_quiet_settings(found)
+        found = _quiet_settings()
+    records, modes, rng = _records(args, kwargs, gradients=not grads_free), _modes(found), _rng_state()
     named = label.split(":")[0]
     kept_before = _kept_state(function) if named in _CALLED else None
     _CALLED.add(named)
@@ -1604,8 +1623,8 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     shown = first if key_order else keys_sorted(first)
     after_first, modes_first = _records(args, kwargs, gradients=not grads_free), _modes()
     kept_after, kept_size, kept_elements = _kept_state(function)
-    with _unusual_caller(grad_needed):
-        unusual = _modes()
+    with _unusual_caller(grad_needed):  # which sets the grad mode, deterministic algorithms and threads only
+        unusual = _modes(_quiet_part(modes_first))
         with answer_running(watcher):
             second = function(*args, **kwargs)
         after_unusual = _modes()
@@ -1615,12 +1634,13 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
     # A third call, from the usual caller again: a function that tells the unusual caller apart (its thread count,
     # deterministic algorithms) could keep state, draw, or hand back a cached result on every usual call only,
     # which the second call alone never sees (round 27).
-    before_third = _modes()
+    before_third = _modes(_quiet_part(after_unusual))
     with answer_running(watcher):
         third = function(*args, **kwargs)
     modes_third = _modes()
     kept_after_third, kept_size_third, kept_elements_third = _kept_state(function)
     after_third = _records(args, kwargs, gradients=not grads_free)
+    tables_put_back = _put_back_tables()
     results = (first, second, third)
     again = any(_handed_back(earlier, later, args, kwargs)
                 for index, earlier in enumerate(results) for later in results[index + 1:])
@@ -1646,13 +1666,14 @@ def call(label: str, function: Callable[..., Any], *args: Any, view_allowed: boo
         "second call": ("the first call's result again" if again else "same result" if same else "a different result"),
         "modes changed": sorted(set(_changed(modes, modes_first) + _changed(unusual, after_unusual)
                                     + _changed(before_third, modes_third) + left_changed
-                                    + (["torch's configuration modules"] if _put_back_tables() else [])
+                                    + (["torch's configuration modules"] if tables_put_back else [])
                                     + (["torch's operator registrations"] if _registrations_changed() else []))),
         "global RNG drawn": not _same(rng, _rng_state()),
     }
     if watcher is not None:
         contract["drew from the global generator"] = watcher.drawn
-    put_back_quiet_settings()
+    # the settings as the third call left them, unless a table of torch's configuration was put back since
+    put_back_quiet_settings(None if tables_put_back else _quiet_part(modes_third))
     if not view_allowed:
         contract["aliases"] = list(dict.fromkeys(path for result in results for path in _aliases(result, args, kwargs)))
     if interrupt is not None:
