@@ -183,6 +183,37 @@ def test_an_attribute_read_by_name_that_is_neither_loop_nor_call_keeps_its_part(
     assert forbidden_calls({3: answer}, "segment_sum", "backward") == []
 
 
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [  # round 117: code that is not the student's called their methods, under names no line of theirs wrote
+        ("class Steps(torch.nn.Module):\n    def forward(self, k):\n        return 0 if k == 0 else self(k - 1)\n"
+         "def segment_sum(v, ids, n):\n    Steps()(3)\n    return v", "class Steps derives from torch.nn.Module"),
+        ("import collections\nclass Steps(collections.UserDict):\n    def popitem(self):\n"
+         "        return super().popitem()\ndef segment_sum(v, ids, n):\n    Steps({1: 2}).clear()\n    return v",
+         "class Steps derives from collections.UserDict"),
+        ("import dataclasses\n@dataclasses.dataclass\nclass Steps:\n    k: int = 0\n    def __post_init__(self):\n"
+         "        if self.k:\n            dataclasses.replace(self, k=self.k - 1)\n"
+         "def segment_sum(v, ids, n):\n    Steps(3)\n    return v", "Steps.__post_init__ hands self to other code"),
+        ("import operator\nclass Steps:\n    def __call__(me, k):\n        return 0 if k == 0 else operator.call(me, k - 1)\n"
+         "def segment_sum(v, ids, n):\n    Steps()(3)\n    return v", "Steps.__call__ hands me to other code"),
+        ("class Steps(dict):\n    def get(self, key, default=None):\n        match self:\n"
+         "            case {'rest': rest}:\n                return rest\n        return default\n"
+         "def segment_sum(v, ids, n):\n    Steps(rest=1).get('rest')\n    return v", "Steps.get hands self to other code"),
+        ("def segment_sum(v, ids, n):\n    raw = bytes(v.untyped_storage())\n    return v", ".untyped_storage()"),
+    ],
+)
+def test_a_class_whose_methods_code_not_the_students_may_call_is_a_loop(answer: str, found: str) -> None:
+    loops = python_loops({3: answer}, "segment_sum")
+    assert any(found in loop for loop in loops), loops
+
+
+def test_a_plain_class_that_keeps_its_object_to_itself_keeps_its_part() -> None:
+    answer = ("class Scale:\n    def __init__(self, w):\n        self.w = w\n    def __enter__(self):\n        return self\n"
+              "    def scaled(self, v):\n        return v * self.w if self is not None else v\n"
+              "def segment_sum(v, ids, n):\n    return Scale(2).scaled(v)")
+    assert python_loops({3: answer}, "segment_sum") == []
+
+
 def test_a_local_rebound_elsewhere_is_not_recursion_nor_a_use() -> None:
     """An honest notebook: another part's function rebinds its own locals (``shape = tuple(shape)``), and the
     function under the rule reads ``values.shape``. Neither is the other's, and nothing calls itself."""

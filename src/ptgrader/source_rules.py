@@ -94,7 +94,7 @@ ITERATING = frozenset({
 #: function, class or object is handed to other code, which :func:`_handed_over` finds.
 ONCE_PER_CALL = frozenset({"__init__", "__new__", "__post_init__", "__call__", "__enter__", "__exit__"})
 #: Tensor methods that move values into Python, where work per element needs no torch call at all.
-TO_PYTHON = frozenset({"tolist", "item", "numpy"})
+TO_PYTHON = frozenset({"tolist", "item", "numpy", "untyped_storage", "storage"})  # bytes(t.untyped_storage()): round 117
 #: IPython's own calls for magics: their string arguments are code the cell runs.
 _MAGICS = frozenset({"run_cell_magic", "run_line_magic"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -802,6 +802,46 @@ def _objects_callable(node: ast.ClassDef) -> bool:
     return "__call__" in own or any(not (isinstance(base, ast.Name) and base.id == "object") for base in node.bases)
 
 
+def _called_from_outside(node: ast.ClassDef) -> Iterator[tuple[str, int]]:
+    """(what, line) of each way code that is not the student's may call this class's methods, as many times as it
+    likes, with no call of them in the source: an inherited base (``nn.Module``'s ``__call__`` runs ``forward``,
+    ``UserDict.clear`` calls ``popitem`` once per item, a ``dict``'s mapping pattern calls ``get``), a keyword of the
+    class (a metaclass), a decorator (``@dataclass`` writes an ``__init__`` that calls ``__post_init__``), and a method
+    that hands its own object or class to other code (``dataclasses.replace(self, ...)``, ``operator.call(self)``).
+    Round 117 recursed or looped through each of them; naming every spelling would not close the class."""
+    for base in node.bases:
+        if not (isinstance(base, ast.Name) and base.id == "object"):
+            yield f"class {node.name} derives from {ast.unparse(base)[:40]} (code not yours may call its methods)", \
+                node.lineno
+    for keyword in node.keywords:
+        yield f"class {node.name} has {keyword.arg or '**'}= (code not yours may call its methods)", node.lineno
+    for decorator in node.decorator_list:
+        yield f"class {node.name} is decorated by {ast.unparse(decorator)[:40]} (which may add code calling its " \
+            "methods)", decorator.lineno
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        parameters = [*method.args.posonlyargs, *method.args.args]
+        if parameters and not any(_is_name(decorator, {"staticmethod"}) for decorator in method.decorator_list):
+            for line in _handed_on(method, parameters[0].arg):
+                yield f"{node.name}.{method.name} hands {parameters[0].arg} to other code", line
+
+
+def _handed_on(function: ast.AST, name: str) -> Iterator[int]:
+    """The lines where ``function`` uses ``name`` as a value, other than to read its attributes or items, call it,
+    return it or compare it: it is then handed to other code, or kept where other code may get it."""
+    for parent in ast.walk(function):
+        for field, child in ast.iter_fields(parent):
+            for item in child if isinstance(child, list) else [child]:
+                if not (isinstance(item, ast.Name) and item.id == name and isinstance(item.ctx, ast.Load)):
+                    continue
+                kept = ((isinstance(parent, (ast.Attribute, ast.Subscript)) and field == "value")
+                        or (isinstance(parent, ast.Call) and field == "func")
+                        or isinstance(parent, (ast.Return, ast.Compare)))
+                if not kept:
+                    yield item.lineno
+
+
 def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset()) -> list[str]:
     """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
 
@@ -816,6 +856,8 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     for name, index, node in reached.nodes:
         found += [f"{what} in {name} (notebook cell {index + 1}, line {line})"
                   for what, line in _iteration(node, reached.callables, classes)]
+        if isinstance(node, ast.ClassDef):
+            found += [f"{what} (notebook cell {index + 1}, line {line})" for what, line in _called_from_outside(node)]
     for name in dict.fromkeys(name for name, _, _ in reached.nodes):
         if _reaches_itself(name, reached.uses):
             found.append(f"recursion: {name} calls itself, directly or through other functions")
