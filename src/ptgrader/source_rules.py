@@ -69,7 +69,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .ipython_code import as_python, parse
-from .policy import root_name
+from .policy import _BY_NAME, root_name  # the functions that read an attribute by a name given as a string
 
 
 #: The line of a test cell that asks for no Python loop in a function of the student's.
@@ -179,10 +179,6 @@ class _ReadsByName(ast.NodeTransformer):
             body = reads[0] if len(reads) == 1 else ast.copy_location(ast.Tuple(reads, ast.Load()), node)
         arguments = ast.arguments(posonlyargs=[], args=[ast.arg("obj")], kwonlyargs=[], kw_defaults=[], defaults=[])
         return ast.copy_location(ast.Lambda(arguments, body), node)
-
-
-#: The functions that read an attribute by a name given as a string (``policy._BY_NAME``).
-_BY_NAME = frozenset({"getattr", "hasattr", "attrgetter", "methodcaller"})
 
 
 def _read(value: ast.expr, dotted: str, where: ast.AST) -> ast.expr:
