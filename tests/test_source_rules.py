@@ -200,6 +200,13 @@ def test_an_attribute_read_by_name_that_is_neither_loop_nor_call_keeps_its_part(
          "            case {'rest': rest}:\n                return rest\n        return default\n"
          "def segment_sum(v, ids, n):\n    Steps(rest=1).get('rest')\n    return v", "Steps.get hands self to other code"),
         ("def segment_sum(v, ids, n):\n    raw = bytes(v.untyped_storage())\n    return v", ".untyped_storage()"),
+        # round 118: the object called through a local or an attribute of its own, no method of the class
+        ("class Steps:\n    def __call__(self, k):\n        again = self.me()\n        return 0 if k == 0 else again(k - 1)\n"
+         "    def me(self):\n        return self\ndef segment_sum(v, ids, n):\n    Steps()(3)\n    return v",
+         "recursion: __call__ calls itself"),
+        ("class Steps:\n    def __call__(self, k):\n        return 0 if k == 0 else self.peer(k - 1)\n"
+         "walker = Steps()\nwalker.peer = walker\ndef segment_sum(v, ids, n):\n    walker(3)\n    return v",
+         "recursion: __call__ calls itself"),
     ],
 )
 def test_a_class_whose_methods_code_not_the_students_may_call_is_a_loop(answer: str, found: str) -> None:

@@ -382,7 +382,24 @@ def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]
     methods = {inner.name for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
     used |= {inner.attr for inner in ast.walk(node) if isinstance(inner, ast.Attribute)} & (callables | methods)
     used |= set(_implicit_methods(node))
+    if any(_calls_a_value(inner, node, known) for inner in ast.walk(node)):
+        used.add("__call__")
     return used & known
+
+
+def _calls_a_value(call: ast.AST, node: ast.AST, known: set[str]) -> bool:
+    """Whether ``call`` calls a value the reading cannot name, which may be an object of the student's, whose
+    ``__call__`` then runs: a local variable of ``node`` (``again = self.me(); again(...)``), or an
+    attribute of the object itself that is no method of theirs (``self.peer(...)`` after ``walker.peer = walker``).
+    Round 118 recursed through both; ``self(...)`` itself is :func:`_implicit_methods`'."""
+    if not isinstance(call, ast.Call):
+        return False
+    function = call.func
+    if isinstance(function, ast.Name):
+        local = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
+        return function.id in local  # whatever it was bound to: ``again = self.me()`` is no alias of ``me``
+    return (isinstance(function, ast.Attribute) and _is_name(function.value, _SELF | _CLS)
+            and function.attr not in known)
 
 
 #: Names that stand for the object a method runs on, or its class.
