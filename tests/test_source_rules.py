@@ -214,6 +214,60 @@ def test_a_class_whose_methods_code_not_the_students_may_call_is_a_loop(answer: 
     assert any(found in loop for loop in loops), loops
 
 
+WALK = "def _walk(b, box):\n    return [] if b == 0 else box[0](b - 1, box) + [b - 1]\n"
+ROWS = ("class Rows:\n    def __call__(self, b):\n        return [] if b == 0 else self.peers[0](b - 1) + [b - 1]\n"
+        "    def me(self):\n        return self\n    def __enter__(self):\n        return self\n"
+        "    def __exit__(self, *exc):\n        return None\n")
+COUNTER = "class Count:\n    def __init__(self):\n        self.seen = 0\n    def __call__(self):\n        self.seen += 1\n"
+PER_ROW = "import collections, operator\ndef rows(n, count):\n    return operator.itemgetter(*range(n))(collections.defaultdict(count))\n"
+
+
+def _answer(rows: str) -> str:
+    return f"def segment_sum(v, ids, n):\n    rows = {rows}\n    return v[torch.tensor(rows)]\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [  # round 119: code of the student's kept where other code gets it, then called under no name of theirs
+        (WALK + "def box():\n    return [_walk]\n" + _answer("_walk(3, box())"), "_walk kept as a value"),
+        (WALK.replace("return [] if b == 0 else", "yield from") + "def box():\n    return (_walk,)\n"
+         + _answer("list(_walk(3, box()))"), "_walk kept as a value"),
+        (ROWS + "def segment_sum(v, ids, n):\n    walker = Rows()\n    walker.peers = [walker]\n"
+         "    return v[torch.tensor(walker(3))]", "walker kept as a value"),
+        (COUNTER + PER_ROW + "def make():\n    return Count()\n" + _answer("rows(3, make())"),
+         "an object of Count kept as a value"),
+        (WALK + "def box():\n    return [_walk.__call__]\n" + _answer("_walk(3, box())"), "_walk.__call__ kept"),
+        (WALK + "def box():\n    return [(again := _walk)]\n" + _answer("_walk(3, box())"), "_walk kept as a value"),
+        (WALK + "def box():\n    table = {}\n    table[0] = _walk\n    return table\n" + _answer("_walk(3, box())"),
+         "_walk kept as a value"),
+        (ROWS + "def segment_sum(v, ids, n):\n    walker = Rows()\n    walker.peers = [1]\n"
+         "    walker.peers[0] = walker.me()\n    return v[torch.tensor(walker(3))]", "Rows.me hands self to other code"),
+        (ROWS + "def segment_sum(v, ids, n):\n    with Rows() as walker:\n        walker.peers = (walker,)\n"
+         "    return v[torch.tensor(walker(3))]", "walker kept as a value"),
+        # an object with any method of its own, handed to other code: json.dump calls its write once per chunk
+        ("import json\nclass Out:\n    def __init__(self):\n        self.n = 0\n    def write(self, text):\n"
+         "        self.n += 1\ndef segment_sum(v, ids, n):\n    out = Out()\n    json.dump([0] * n, out)\n"
+         "    return v[:out.n]", "out handed to other code"),
+    ],
+)
+def test_code_kept_where_other_code_gets_it_is_a_loop(answer: str, found: str) -> None:
+    loops = python_loops({3: answer}, "segment_sum")
+    assert any(found in loop for loop in loops), loops
+
+
+def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:
+    """Honest code that failed until round 119: a name bound to what a helper returns (``idx = _last(lengths)``) was
+    read as the helper itself, and an object whose method is called inside an argument (``s.idx(n)``) as handed
+    over; both lost the part."""
+    helper = ("def _last(lengths):\n    return lengths - 1\ndef last_valid_token(h, lengths):\n"
+              "    idx = _last(lengths)\n    return torch.index_select(h, 1, idx)")
+    assert python_loops({3: helper}, "last_valid_token") == []
+    method = ("class Shift:\n    def __init__(self, w):\n        self.w = w\n    def idx(self, n):\n"
+              "        return n - self.w\ndef last_valid_token(h, lengths):\n    s = Shift(1)\n"
+              "    return h[torch.arange(h.shape[0]), torch.as_tensor(s.idx(lengths))]")
+    assert python_loops({3: method}, "last_valid_token") == []
+
+
 def test_a_plain_class_that_keeps_its_object_to_itself_keeps_its_part() -> None:
     answer = ("class Scale:\n    def __init__(self, w):\n        self.w = w\n    def __enter__(self):\n        return self\n"
               "    def scaled(self, v):\n        return v * self.w if self is not None else v\n"

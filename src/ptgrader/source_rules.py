@@ -16,7 +16,9 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   student's but ``__init__``, ``__call__`` and the few others Python calls once per call (:data:`ONCE_PER_CALL`):
   a built-in calls ``__iter__``, ``__len__``, ``__repr__`` or ``__eq__`` once per item of a container;
 - a function, lambda, class or callable object of the student's handed to other code as a value
-  (``defaultdict(pick)``, ``re.sub(pattern, pick, text)``), which may call it once per item;
+  (``defaultdict(pick)``, ``re.sub(pattern, pick, text)``), which may call it once per item, or kept where other
+  code gets it: returned, stored in an attribute, an item or a container (``return [pick]``, ``walker.peers =
+  [walker]``), a method returning ``self`` (:func:`_kept_as_values`);
 - ``.tolist()``, ``.item()`` and ``.numpy()``, which move values into Python, where work per element needs
   no torch call (the meta device, part of these parts' domains, has no values to move anyway);
 - recursion: a function that reaches itself through any chain of the student's functions or methods (the
@@ -254,9 +256,10 @@ def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
     return found
 
 
-def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
-    """(what, line) of every Python iteration written in ``node`` itself; ``callables``: the names of the student's
-    functions, classes and their aliases, ``classes``: those of their classes whose objects may be callable."""
+def _iteration(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+    """(what, line) of every Python iteration written in ``node`` itself; ``holders``: the names that hold a
+    function, class, lambda or object of the student's (:func:`_holders`), ``classes``: those of their classes
+    whose objects carry code."""
     for inner in ast.walk(node):
         line = getattr(inner, "lineno", getattr(node, "lineno", 0))
         if type(inner) in _LOOPS:
@@ -279,7 +282,8 @@ def _iteration(node: ast.AST, callables: set[str], classes: set[str]) -> Iterato
                 if _per_item(name):
                     yield f"{name} (Python calls it once per item)", line
     yield from _argument_calls(node)
-    yield from _handed_over(node, callables, classes)
+    yield from _handed_over(node, holders, classes)
+    yield from _kept_as_values(node, holders, classes)
 
 
 def _per_item(name: str | None) -> bool:
@@ -292,28 +296,98 @@ def _target_name(target: ast.AST) -> str | None:
     return target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else None
 
 
-def _handed_over(node: ast.AST, callables: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+def _handed_over(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
     """(what, line) of every function, lambda, class or callable object of the student's that ``node`` passes to a
     call as a value, not calling it: the callee may call it once per item (``defaultdict(pick)`` with
     ``itemgetter(*keys)``, ``re.sub(pattern, pick, text)``, ``json.dumps(rows, default=pick)``, ``type(name, bases,
     {"__len__": pick})``, ``vmap(pick, chunk_size=1)``), which no loop, comprehension or ``map`` shows (round 62).
 
-    ``callables``: the names of the student's functions, classes and aliases (a string naming one counts, for
-    ``getattr(self, "pick")``); ``classes``: those of their classes whose objects may be callable. A local bound to
-    a lambda or to such an object counts as well."""
-    made = {target.id for inner in ast.walk(node) if isinstance(inner, ast.Assign)
-            for value in _direct(inner.value) if _callable_value(value, callables, classes, direct=True)
-            for target in inner.targets if isinstance(target, ast.Name)}
+    ``holders``: the names that hold a function, class, lambda or object of the student's (a string naming one
+    counts, for ``getattr(self, "pick")``); ``classes``: those of their classes whose objects carry code. What is
+    called, or only read from (``s.scale(v)``, ``rows[0]``), is not handed over."""
     for inner in ast.walk(node):
         if not isinstance(inner, ast.Call):
             continue
         for argument in [*inner.args, *(keyword.value for keyword in inner.keywords)]:
-            called = {id(call.func) for call in ast.walk(argument) if isinstance(call, ast.Call)}
+            used = {id(part.func) for part in ast.walk(argument) if isinstance(part, ast.Call)}
+            used |= {id(part.value) for part in ast.walk(argument) if isinstance(part, (ast.Attribute, ast.Subscript))}
             direct = {id(value) for value in _direct(argument)}
             for value in ast.walk(argument):
-                if id(value) not in called and (what := _callable_value(value, callables | made, classes,
-                                                                        direct=id(value) in direct)):
+                if id(value) not in used and (what := _code_of_theirs(value, holders, classes, id(value) in direct)):
                     yield f"{what} handed to other code as a value (it may call it once per item)", inner.lineno
+
+
+def _holders(cells: dict[int, str], defined: set[str], classes: set[str]) -> set[str]:
+    """The student's functions and classes (``defined``), and every name or attribute any cell binds (``=``,
+    ``:=``, annotated, ``with ... as``) to one of them, to a lambda, to an object of ``classes``, or to another such name
+    (``again = pick``, ``self.step = self.pick``, ``walker = Rows()``): what may hold code of theirs. A name bound
+    to what such code returns (``rows = torch.tensor(helper(n))``) holds a value, not the code."""
+    bindings = [(inner.value, inner.targets if isinstance(inner, ast.Assign) else [inner.target])
+                for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
+                if isinstance(inner, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and inner.value is not None]
+    bindings += [(inner.context_expr, [inner.optional_vars]) for source in cells.values()
+                 for tree in _parse(source) for inner in ast.walk(tree)
+                 if isinstance(inner, ast.withitem) and inner.optional_vars is not None]  # ``with Rows() as walker``
+    holders = set(defined)
+    while True:
+        more = {name for value, targets in bindings
+                if any(_code_of_theirs(item, holders, classes, True) for item in _direct(value))
+                for target in targets if (name := _target_name(target))}
+        if more <= holders:
+            return holders
+        holders |= more
+
+
+def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+    """(what, line) of every function, lambda, class or object of the student's that ``node`` puts where code not
+    its own may get it, and call it as often as it likes: returned or yielded, stored in an attribute, an item or a
+    container, given as a default, or in any other place but these: called, read (an attribute or an item of it),
+    compared, bound to a plain local (then that local is read the same way), a ``with`` statement's manager, a
+    decorator or a base (read elsewhere), an argument of a call (:func:`_handed_over`).
+
+    Round 119 counted rows in an object's ``__call__`` run by ``defaultdict`` that a helper returned
+    (``defaultdict(_factory())``), and recursed through ``box[0](b - 1, box)`` after ``return [_walk]`` and through
+    ``self.peers[0](b - 1)`` after ``walker.peers = [walker]``: once a value is kept like this, no line that calls
+    it names what runs, so keeping it is what breaks the rule."""
+    for parent in ast.walk(node):
+        for field, child in ast.iter_fields(parent):
+            for item in child if isinstance(child, list) else [child]:
+                if not isinstance(item, (ast.Name, ast.Attribute, ast.Lambda, ast.Call)) or _used_in_place(parent,
+                                                                                                        field, item):
+                    continue
+                if isinstance(item, (ast.Name, ast.Attribute)) and not isinstance(item.ctx, ast.Load):
+                    continue
+                if what := _code_of_theirs(item, holders, classes, True):
+                    yield f"{what} kept as a value where code not yours may call it once per item", item.lineno
+
+
+def _code_of_theirs(value: ast.AST, holders: set[str], classes: set[str], direct: bool) -> str | None:
+    """What of the student's ``value`` is, when code given it may call it (:func:`_callable_value`); an attribute
+    counts when it is named like one of ``holders`` or is a special one (``_walk.__call__``, ``obj.__dict__``) of
+    something of theirs: ``values.shape`` is no function named ``shape``, ``Shape(v).rows`` is data."""
+    if not isinstance(value, ast.Attribute):
+        return _callable_value(value, holders, classes, direct)
+    special = value.attr.startswith("__") and value.attr.endswith("__")
+    if value.attr in holders and not special or special and (_is_name(value.value, _SELF | _CLS)
+                                                             or _code_of_theirs(value.value, holders, classes, True)):
+        return ast.unparse(value)[:40]
+    return None
+
+
+def _used_in_place(parent: ast.AST, field: str, item: ast.expr) -> bool:
+    """Whether ``item``, a field of ``parent``, is used where it stands: called, read from, compared, bound to a
+    plain name by ``=`` (then that name is read the same way), entered by ``with``, a decorator, a base, or an
+    argument (which :func:`_handed_over` reads)."""
+    if isinstance(parent, ast.Call):
+        return True  # its function is called; its arguments are handed over
+    if isinstance(parent, (ast.Attribute, ast.Subscript)):
+        return field == "value"
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)) and field == "value":  # ``:=`` hands its value on too
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        return all(isinstance(target, ast.Name) for target in targets)
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return field in ("decorator_list", "bases")
+    return isinstance(parent, (ast.Compare, ast.Expr, ast.withitem, ast.keyword))
 
 
 def _direct(value: ast.AST) -> Iterator[ast.AST]:
@@ -485,7 +559,7 @@ class Reached(NamedTuple):
 
     nodes: list[tuple[str, int, ast.AST]]  # (name, cell index, node) of the answer and all it may run
     uses: dict[str, set[str]]  # who of the student's uses whom
-    callables: set[str]  # the names of the student's functions, classes and their aliases
+    defined: set[str]  # the names of the student's functions and classes, wherever defined
     unpinned: set[str]  # the values handed around it reads (then ``nodes`` holds every definition and lambda)
 
 
@@ -502,7 +576,8 @@ def _reached(cells: dict[int, str], function: str, lab_values: frozenset[str] = 
     unpinned = _unpinned(function, found, definitions, cells, lab_values)
     if unpinned:
         found = _walk(function, definitions, uses, also=sorted(callables)) + _lambdas(cells)
-    return Reached(found, uses, callables, unpinned)
+    defined = {name for name, nodes in definitions.items() if any(isinstance(node, _DEFINITIONS) for _, node in nodes)}
+    return Reached(found, uses, defined, unpinned)
 
 
 def _lambdas(cells: dict[int, str]) -> list[tuple[str, int, ast.AST]]:
@@ -807,12 +882,14 @@ def _pinned(node: ast.AST, student: set[str], read_only: set[str] | frozenset[st
     return value is not None and _known(value, student)
 
 
-def _objects_callable(node: ast.ClassDef) -> bool:
-    """Whether an object of this class may be callable: it defines ``__call__``, or has a base that may."""
+def _objects_carry_code(node: ast.ClassDef) -> bool:
+    """Whether an object of this class carries code that other code given the object may call: a method of its
+    own besides ``__init__`` and ``__new__`` (``__call__``, or ``write`` for ``json.dump(rows, writer)``), an
+    attribute bound in the class body, or a base."""
     own = {_target_name(target) for inner in node.body if isinstance(inner, (ast.Assign, ast.AnnAssign))
            for target in (inner.targets if isinstance(inner, ast.Assign) else [inner.target])}
     own |= {inner.name for inner in node.body if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    return "__call__" in own or any(not (isinstance(base, ast.Name) and base.id == "object") for base in node.bases)
+    return bool(own - {"__init__", "__new__"}) or any(not _is_name(base, {"object"}) for base in node.bases)
 
 
 def _called_from_outside(node: ast.ClassDef) -> Iterator[tuple[str, int]]:
@@ -841,8 +918,10 @@ def _called_from_outside(node: ast.ClassDef) -> Iterator[tuple[str, int]]:
 
 
 def _handed_on(function: ast.AST, name: str) -> Iterator[int]:
-    """The lines where ``function`` uses ``name`` as a value, other than to read its attributes or items, call it,
-    return it or compare it: it is then handed to other code, or kept where other code may get it."""
+    """The lines where ``function`` uses ``name`` as a value, other than to read its attributes or items, call it or
+    compare it, or return it from ``__enter__`` (for ``with``): it is then handed to other code, or kept where other
+    code may get it. Round 119: a method returning ``self`` hands its object to whoever calls it."""
+    returned = isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and function.name == "__enter__"
     for parent in ast.walk(function):
         for field, child in ast.iter_fields(parent):
             for item in child if isinstance(child, list) else [child]:
@@ -850,7 +929,7 @@ def _handed_on(function: ast.AST, name: str) -> Iterator[int]:
                     continue
                 kept = ((isinstance(parent, (ast.Attribute, ast.Subscript)) and field == "value")
                         or (isinstance(parent, ast.Call) and field == "func")
-                        or isinstance(parent, (ast.Return, ast.Compare)))
+                        or isinstance(parent, ast.Compare) or returned and isinstance(parent, ast.Return))
                 if not kept:
                     yield item.lineno
 
@@ -864,11 +943,12 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     reached = _reached(cells, function, lab_values)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
-    classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_callable(node)}
+    classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_carry_code(node)}
+    holders = _holders(cells, reached.defined, classes)
     found = []
     for name, index, node in reached.nodes:
         found += [f"{what} in {name} (notebook cell {index + 1}, line {line})"
-                  for what, line in _iteration(node, reached.callables, classes)]
+                  for what, line in dict.fromkeys(_iteration(node, holders, classes))]
         if isinstance(node, ast.ClassDef):
             found += [f"{what} (notebook cell {index + 1}, line {line})" for what, line in _called_from_outside(node)]
     for name in dict.fromkeys(name for name, _, _ in reached.nodes):
