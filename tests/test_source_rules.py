@@ -244,6 +244,15 @@ def _answer(rows: str) -> str:
          "    walker.peers[0] = walker.me()\n    return v[torch.tensor(walker(3))]", "Rows.me hands self to other code"),
         (ROWS + "def segment_sum(v, ids, n):\n    with Rows() as walker:\n        walker.peers = (walker,)\n"
          "    return v[torch.tensor(walker(3))]", "walker kept as a value"),
+        # round 120: a decorator is given what it decorates; a statement at the top of a cell hands it over too
+        ("def segment_sum(v, ids, n):\n    box = []\n    @box.append\n    def walk(b):\n"
+         "        return [] if b == 0 else box[0](b - 1) + [b - 1]\n    return v[torch.tensor(box[0](3))]",
+         "walk handed to its decorator box.append"),
+        ("import collections\ndef segment_sum(v, ids, n):\n    box = []\n    @box.append\n    class Count:\n"
+         "        def __call__(self):\n            return 1\n    rows = collections.defaultdict(box[0]())\n"
+         "    return v", "Count handed to its decorator box.append"),
+        (WALK + "TOOLS = {}\nTOOLS.update(rows=_walk)\ndef segment_sum(v, ids, n):\n"
+         "    return v[torch.tensor(TOOLS['rows'](3, [TOOLS['rows']]))]", "at the top of notebook cell 4"),
         # an object with any method of its own, handed to other code: json.dump calls its write once per chunk
         ("import json\nclass Out:\n    def __init__(self):\n        self.n = 0\n    def write(self, text):\n"
          "        self.n += 1\ndef segment_sum(v, ids, n):\n    out = Out()\n    json.dump([0] * n, out)\n"
@@ -266,6 +275,10 @@ def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() 
               "        return n - self.w\ndef last_valid_token(h, lengths):\n    s = Shift(1)\n"
               "    return h[torch.arange(h.shape[0]), torch.as_tensor(s.idx(lengths))]")
     assert python_loops({3: method}, "last_valid_token") == []
+    decorated = ("class Rows:\n    @staticmethod\n    def last(lengths):\n        return lengths - 1\n"
+                 "@torch.no_grad()\ndef last_valid_token(h, lengths):\n"
+                 "    return h[torch.arange(h.shape[0]), Rows.last(lengths)]")
+    assert python_loops({3: decorated}, "last_valid_token") == []
 
 
 def test_a_plain_class_that_keeps_its_object_to_itself_keeps_its_part() -> None:

@@ -350,6 +350,11 @@ def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str]) -> Iter
     ``self.peers[0](b - 1)`` after ``walker.peers = [walker]``: once a value is kept like this, no line that calls
     it names what runs, so keeping it is what breaks the rule."""
     for parent in ast.walk(node):
+        if isinstance(parent, _DEFINITIONS):
+            for decorator in parent.decorator_list:
+                if not _calls_once(decorator, holders):
+                    yield (f"{parent.name} handed to its decorator {ast.unparse(decorator)[:40]} (it may call it once "
+                           "per item)"), decorator.lineno
         for field, child in ast.iter_fields(parent):
             for item in child if isinstance(child, list) else [child]:
                 if not isinstance(item, (ast.Name, ast.Attribute, ast.Lambda, ast.Call)) or _used_in_place(parent,
@@ -374,10 +379,33 @@ def _code_of_theirs(value: ast.AST, holders: set[str], classes: set[str], direct
     return None
 
 
+#: functools' decorators that keep results and hand them back to later calls.
+_MEMOISING = frozenset({"cache", "lru_cache", "cached_property"})
+
+
+#: Decorators that call the function they wrap at most once per call of the wrapper: a method's kind, a
+#: property's accessors, torch's grad modes, ``functools.wraps`` and the memoising ones (what those hand back
+#: :func:`_unpinned` reads, round 112).
+_ONCE_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter", "no_grad",
+                              "enable_grad", "inference_mode", "set_grad_enabled", "wraps", *_MEMOISING})
+
+
+def _calls_once(decorator: ast.expr, holders: set[str]) -> bool:
+    """Whether ``decorator`` is one of :data:`_ONCE_DECORATORS`, by name or attribute, called or not, and none of
+    the student's (``holders``). Any other is given the function and may call it as often as it likes, or keep it
+    (round 120: ``@box.append`` on a helper nested in the answer, which then recursed through ``box[0](b - 1)``)."""
+    named = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = named.id if isinstance(named, ast.Name) else named.attr if isinstance(named, ast.Attribute) else None
+    root = named
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return name in _ONCE_DECORATORS and not (isinstance(root, ast.Name) and root.id in holders)
+
+
 def _used_in_place(parent: ast.AST, field: str, item: ast.expr) -> bool:
     """Whether ``item``, a field of ``parent``, is used where it stands: called, read from, compared, bound to a
-    plain name by ``=`` (then that name is read the same way), entered by ``with``, a decorator, a base, or an
-    argument (which :func:`_handed_over` reads)."""
+    plain name by ``=`` (then that name is read the same way), entered by ``with``, a decorator (what it is given
+    :func:`_kept_as_values` reads), a base, or an argument (which :func:`_handed_over` reads)."""
     if isinstance(parent, ast.Call):
         return True  # its function is called; its arguments are handed over
     if isinstance(parent, (ast.Attribute, ast.Subscript)):
@@ -695,8 +723,6 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
 
 
-#: functools' decorators that keep results and hand them back to later calls.
-_MEMOISING = frozenset({"cache", "lru_cache", "cached_property"})
 
 
 def _memoises(decorator: ast.expr) -> bool:
@@ -957,7 +983,22 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     if reached.unpinned:
         found += [f"{what} handed around as a value (notebook cell {index + 1}, line {node.lineno})"
                   for index, node in _values(cells) if (what := _iterator_name(node))]
+        found += [f"{what} at the top of notebook cell {index + 1} (line {line})"
+                  for index, statement in _top_level_statements(cells)
+                  for what, line in dict.fromkeys([*_handed_over(statement, holders, classes),
+                                                   *_kept_as_values(statement, holders, classes)])]
     return _why_everything(function, reached, found)
+
+
+def _top_level_statements(cells: dict[int, str]) -> Iterator[tuple[int, ast.stmt]]:
+    """(cell index, statement) of every statement at the top of a cell that is no definition: code that runs when
+    the cell does, which may hand the student's functions to values an answer reads later (round 120:
+    ``TOOLS.update(rows=_walk)``, then a helper recursing through ``TOOLS["rows"]``)."""
+    for index, source in cells.items():
+        for tree in _parse(source):
+            for statement in tree.body:
+                if not isinstance(statement, _DEFINITIONS):
+                    yield index, statement
 
 
 def _why_everything(function: str, reached: Reached, found: list[str]) -> list[str]:
