@@ -251,6 +251,16 @@ def _answer(rows: str) -> str:
         ("import collections\ndef segment_sum(v, ids, n):\n    box = []\n    @box.append\n    class Count:\n"
          "        def __call__(self):\n            return 1\n    rows = collections.defaultdict(box[0]())\n"
          "    return v", "Count handed to its decorator box.append"),
+        # round 121: a trusted decorator's name on something else (an accessor of no property, an alias)
+        ("import collections, operator\nclass Hook:\n    def __init__(self, n):\n        self.n = n\n"
+         "    def setter(self, fn):\n        operator.itemgetter(*range(self.n))(collections.defaultdict(fn))\n"
+         "        return fn\ndef segment_sum(v, ids, n):\n    @Hook(n).setter\n    def walk():\n        return 0\n"
+         "    return v", "walk handed to its decorator Hook(n).setter"),
+        ("from collections import defaultdict as cache\ndef segment_sum(v, ids, n):\n    @cache\n"
+         "    def walk():\n        return 0\n    return v", "walk handed to its decorator cache"),
+        ("import collections\nclass Shift:\n    @property\n    def k(self):\n        return 1\n"
+         "def segment_sum(v, ids, n):\n    collections.defaultdict(Shift.k.fget)\n    return v",
+         "Shift.k.fget handed to other code"),
         (WALK + "TOOLS = {}\nTOOLS.update(rows=_walk)\ndef segment_sum(v, ids, n):\n"
          "    return v[torch.tensor(TOOLS['rows'](3, [TOOLS['rows']]))]", "at the top of notebook cell 4"),
         # an object with any method of its own, handed to other code: json.dump calls its write once per chunk
@@ -279,6 +289,13 @@ def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() 
                  "@torch.no_grad()\ndef last_valid_token(h, lengths):\n"
                  "    return h[torch.arange(h.shape[0]), Rows.last(lengths)]")
     assert python_loops({3: decorated}, "last_valid_token") == []
+    library = ("import functools\nfrom functools import lru_cache\nimport torch.nn\nclass Shift:\n"
+               "    def __init__(self):\n        self._k = 1\n    @property\n    def k(self):\n        return self._k\n"
+               "    @k.setter\n    def k(self, value):\n        self._k = value\n"
+               "@functools.cache\ndef width(n):\n    return n\n@lru_cache(maxsize=None)\ndef height(n):\n    return n\n"
+               "@torch.inference_mode()\ndef last_valid_token(h, lengths):\n"
+               "    return h[torch.arange(width(h.shape[0])), lengths - Shift().k]")
+    assert python_loops({3: library}, "last_valid_token") == []
 
 
 def test_a_plain_class_that_keeps_its_object_to_itself_keeps_its_part() -> None:

@@ -256,10 +256,12 @@ def _definitions(cells: dict[int, str]) -> dict[str, list[tuple[int, ast.AST]]]:
     return found
 
 
-def _iteration(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+def _iteration(node: ast.AST, holders: set[str], classes: set[str], library: dict[str, str],
+               properties: set[str]) -> Iterator[tuple[str, int]]:
     """(what, line) of every Python iteration written in ``node`` itself; ``holders``: the names that hold a
     function, class, lambda or object of the student's (:func:`_holders`), ``classes``: those of their classes
-    whose objects carry code."""
+    whose objects carry code, ``library``: the names that hold a module or decorator (:func:`_library_names`),
+    ``properties``: the names that are properties only (:func:`_pure_properties`)."""
     for inner in ast.walk(node):
         line = getattr(inner, "lineno", getattr(node, "lineno", 0))
         if type(inner) in _LOOPS:
@@ -283,7 +285,7 @@ def _iteration(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[
                     yield f"{name} (Python calls it once per item)", line
     yield from _argument_calls(node)
     yield from _handed_over(node, holders, classes)
-    yield from _kept_as_values(node, holders, classes)
+    yield from _kept_as_values(node, holders, classes, library, properties)
 
 
 def _per_item(name: str | None) -> bool:
@@ -319,9 +321,9 @@ def _handed_over(node: ast.AST, holders: set[str], classes: set[str]) -> Iterato
 
 def _holders(cells: dict[int, str], defined: set[str], classes: set[str]) -> set[str]:
     """The student's functions and classes (``defined``), and every name or attribute any cell binds (``=``,
-    ``:=``, annotated, ``with ... as``) to one of them, to a lambda, to an object of ``classes``, or to another such name
-    (``again = pick``, ``self.step = self.pick``, ``walker = Rows()``): what may hold code of theirs. A name bound
-    to what such code returns (``rows = torch.tensor(helper(n))``) holds a value, not the code."""
+    ``:=``, annotated, ``with ... as``) to one of them, to a lambda, to an object of ``classes``, or to another
+    such name (``again = pick``, ``self.step = self.pick``, ``walker = Rows()``): what may hold code of theirs. A
+    name bound to what such code returns (``rows = torch.tensor(helper(n))``) holds a value, not the code."""
     bindings = [(inner.value, inner.targets if isinstance(inner, ast.Assign) else [inner.target])
                 for source in cells.values() for tree in _parse(source) for inner in ast.walk(tree)
                 if isinstance(inner, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and inner.value is not None]
@@ -338,12 +340,14 @@ def _holders(cells: dict[int, str], defined: set[str], classes: set[str]) -> set
         holders |= more
 
 
-def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str]) -> Iterator[tuple[str, int]]:
+def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str], library: dict[str, str],
+                    properties: set[str]) -> Iterator[tuple[str, int]]:
     """(what, line) of every function, lambda, class or object of the student's that ``node`` puts where code not
     its own may get it, and call it as often as it likes: returned or yielded, stored in an attribute, an item or a
     container, given as a default, or in any other place but these: called, read (an attribute or an item of it),
-    compared, bound to a plain local (then that local is read the same way), a ``with`` statement's manager, a
-    decorator or a base (read elsewhere), an argument of a call (:func:`_handed_over`).
+    compared, bound to a plain local (then that local is read the same way), a ``with`` statement's manager, a base
+    (read by :func:`_called_from_outside`), an argument of a call (:func:`_handed_over`). A definition is given to
+    each of its decorators but those that call it once (:func:`_calls_once`).
 
     Round 119 counted rows in an object's ``__call__`` run by ``defaultdict`` that a helper returned
     (``defaultdict(_factory())``), and recursed through ``box[0](b - 1, box)`` after ``return [_walk]`` and through
@@ -352,7 +356,7 @@ def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str]) -> Iter
     for parent in ast.walk(node):
         if isinstance(parent, _DEFINITIONS):
             for decorator in parent.decorator_list:
-                if not _calls_once(decorator, holders):
+                if not _calls_once(decorator, parent, properties, library):
                     yield (f"{parent.name} handed to its decorator {ast.unparse(decorator)[:40]} (it may call it once "
                            "per item)"), decorator.lineno
         for field, child in ast.iter_fields(parent):
@@ -368,13 +372,16 @@ def _kept_as_values(node: ast.AST, holders: set[str], classes: set[str]) -> Iter
 
 def _code_of_theirs(value: ast.AST, holders: set[str], classes: set[str], direct: bool) -> str | None:
     """What of the student's ``value`` is, when code given it may call it (:func:`_callable_value`); an attribute
-    counts when it is named like one of ``holders`` or is a special one (``_walk.__call__``, ``obj.__dict__``) of
+    counts when it is named like one of ``holders``, is any attribute of one of ``classes`` or of such an
+    attribute (``Shift.k.fget``, ``obj.pick.__func__``), or a special one (``_walk.__call__``, ``obj.__dict__``) of
     something of theirs: ``values.shape`` is no function named ``shape``, ``Shape(v).rows`` is data."""
     if not isinstance(value, ast.Attribute):
         return _callable_value(value, holders, classes, direct)
     special = value.attr.startswith("__") and value.attr.endswith("__")
-    if value.attr in holders and not special or special and (_is_name(value.value, _SELF | _CLS)
-                                                             or _code_of_theirs(value.value, holders, classes, True)):
+    inner = value.value
+    if (value.attr in holders and not special or _is_name(inner, classes)
+            or isinstance(inner, ast.Attribute) and _code_of_theirs(inner, holders, classes, True)
+            or special and (_is_name(inner, _SELF | _CLS) or _code_of_theirs(inner, holders, classes, True))):
         return ast.unparse(value)[:40]
     return None
 
@@ -383,23 +390,120 @@ def _code_of_theirs(value: ast.AST, holders: set[str], classes: set[str], direct
 _MEMOISING = frozenset({"cache", "lru_cache", "cached_property"})
 
 
-#: Decorators that call the function they wrap at most once per call of the wrapper: a method's kind, a
-#: property's accessors, torch's grad modes, ``functools.wraps`` and the memoising ones (what those hand back
-#: :func:`_unpinned` reads, round 112).
-_ONCE_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter", "no_grad",
-                              "enable_grad", "inference_mode", "set_grad_enabled", "wraps", *_MEMOISING})
+#: Decorators that call the function they wrap at most once per call of the wrapper, by where they come from: a
+#: method's kind and ``property`` (built-ins), torch's grad modes, ``functools.wraps`` and the memoising ones (what
+#: those hand back :func:`_unpinned` reads, round 112). A property's ``setter``, ``getter`` and ``deleter`` count
+#: only on the property of that name in the same class (:func:`_calls_once`).
+_ONCE_DECORATORS = {
+    "builtins": frozenset({"staticmethod", "classmethod", "property"}),
+    "torch": frozenset({"no_grad", "enable_grad", "inference_mode", "set_grad_enabled"}),
+    "functools": frozenset({"wraps", *_MEMOISING}),
+}
+_ACCESSORS = frozenset({"setter", "getter", "deleter"})
 
 
-def _calls_once(decorator: ast.expr, holders: set[str]) -> bool:
-    """Whether ``decorator`` is one of :data:`_ONCE_DECORATORS`, by name or attribute, called or not, and none of
-    the student's (``holders``). Any other is given the function and may call it as often as it likes, or keep it
-    (round 120: ``@box.append`` on a helper nested in the answer, which then recursed through ``box[0](b - 1)``)."""
+def _library_names(cells: dict[int, str]) -> dict[str, str]:
+    """name -> module, for every name the student's cells bind only by importing a module of
+    :data:`_ONCE_DECORATORS` under its own name (``import functools``) or one of its decorators under its own
+    name (``from functools import cache``), and for the built-in decorators they never bind: the names a trusted
+    decorator may be spelled with. Round 121 spelled ``defaultdict`` as ``cache`` (``from collections import
+    defaultdict as cache``)."""
+    origins: dict[str, set[str | None]] = {}
+    for source in cells.values():
+        for tree in _parse(source):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):  # ``import torch.nn`` binds torch itself
+                    for alias in node.names:
+                        bound = alias.asname or alias.name.split(".")[0]
+                        origin = alias.name if alias.asname else bound
+                        origins.setdefault(bound, set()).add(
+                            origin if origin in _ONCE_DECORATORS and bound == origin else None)
+                elif isinstance(node, ast.ImportFrom):
+                    for alias in node.names:
+                        trusted = (alias.asname in (None, alias.name)
+                                   and alias.name in _ONCE_DECORATORS.get(node.module or "", ()))
+                        origins.setdefault(alias.asname or alias.name, set()).add(
+                            f"{node.module}.{alias.name}" if trusted else None)
+                else:
+                    for name in _bound_here(node):
+                        origins.setdefault(name, set()).add(None)
+    library = {name: "builtins" for name in _ONCE_DECORATORS["builtins"] if name not in origins}
+    library |= {"torch": "torch", "functools": "functools"}
+    for name, found in origins.items():
+        if None in found or len(found) != 1:
+            library.pop(name, None)
+        else:
+            library[name] = found.pop()
+    return library
+
+
+def _bound_here(node: ast.AST) -> list[str]:
+    """The names ``node`` itself binds, other than by an import: a definition, a stored name, a parameter, an
+    ``except ... as`` or a pattern's capture."""
+    if isinstance(node, _DEFINITIONS):
+        return [node.name]
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return [node.id]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
+
+
+def _calls_once(decorator: ast.expr, function: ast.AST, properties: set[str], library: dict[str, str]) -> bool:
+    """Whether ``decorator`` of ``function`` calls it at most once per call (:data:`_ONCE_DECORATORS`), spelled
+    with names that hold what they say (``library``, :func:`_library_names`), or makes the property of that name
+    in ``properties`` (:func:`_pure_properties`): ``@property def value``, ``@value.setter def value``. Any other is given
+    the function and may call it as often as it likes, or keep it: round 120 decorated a helper nested in the
+    answer with ``@box.append`` and recursed through ``box[0](b - 1)``; round 121 spelled a method of its own
+    ``@Hook(n).setter``, and ``defaultdict`` imported as ``cache``."""
     named = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = named.id if isinstance(named, ast.Name) else named.attr if isinstance(named, ast.Attribute) else None
-    root = named
-    while isinstance(root, ast.Attribute):
-        root = root.value
-    return name in _ONCE_DECORATORS and not (isinstance(root, ast.Name) and root.id in holders)
+    if isinstance(named, ast.Attribute) and named.attr in _ACCESSORS and not isinstance(decorator, ast.Call):
+        return _is_name(named.value, properties) and named.value.id == getattr(function, "name", None)
+    if _is_name(named, {"property"}) and getattr(function, "name", None) in properties:
+        return True
+    if isinstance(named, ast.Name):  # ``cache`` from ``from functools import cache``, or a built-in
+        origin = library.get(named.id, "")
+        module, name = origin.split(".") if "." in origin else (origin, named.id)
+    elif isinstance(named, ast.Attribute) and isinstance(named.value, ast.Name):  # ``functools.cache``
+        module, name = library.get(named.value.id, ""), named.attr
+    else:
+        return False
+    return name in _ONCE_DECORATORS.get(module, ())
+
+
+def _pure_properties(cells: dict[int, str]) -> set[str]:
+    """The names whose every definition, in any cell, is a property of a class (a bare ``@property``) or its
+    ``setter``, ``getter`` or ``deleter`` in the same class: reading one runs its accessor once, and an accessor
+    decorated with ``@name.setter`` is given to the property, not to other code."""
+    kinds: dict[str, set[bool]] = {}
+    for source in cells.values():
+        for tree in _parse(source):
+            in_classes = {id(item): inner for inner in ast.walk(tree) if isinstance(inner, ast.ClassDef)
+                          for item in inner.body}
+            for node in ast.walk(tree):
+                if isinstance(node, _DEFINITIONS):
+                    kinds.setdefault(node.name, set()).add(_is_accessor(node, in_classes.get(id(node))))
+    return {name for name, found in kinds.items() if found == {True}}
+
+
+def _is_accessor(node: ast.AST, owner: ast.ClassDef | None) -> bool:
+    """Whether ``node``, a definition in the body of ``owner`` (None: in no class body), is a property there or an
+    accessor of one: ``@property def k``, or ``@k.setter def k`` after it."""
+    if owner is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(node.decorator_list) != 1:
+        return False
+    (decorator,) = node.decorator_list
+    if _is_name(decorator, {"property"}):
+        return True
+    return (isinstance(decorator, ast.Attribute) and decorator.attr in _ACCESSORS
+            and _is_name(decorator.value, {node.name})
+            and any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == node.name
+                    and any(_is_name(d, {"property"}) for d in item.decorator_list) for item in owner.body))
 
 
 def _used_in_place(parent: ast.AST, field: str, item: ast.expr) -> bool:
@@ -477,7 +581,11 @@ def _used_names(node: ast.AST, known: set[str], callables: set[str]) -> set[str]
     """The student's names ``node`` uses: plain names it reads but does not bind itself (a function's arguments
     and locals are its own), and attributes named like a function or class of theirs (``self.rows(...)`` uses
     ``rows``; ``values.shape`` does not use a variable named ``shape``)."""
-    used = {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load)}
+    accessors = {id(decorator.value) for inner in ast.walk(node) if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for decorator in inner.decorator_list if isinstance(decorator, ast.Attribute)
+                 and decorator.attr in _ACCESSORS and _is_name(decorator.value, {inner.name})}  # ``@k.setter def k``
+    used = {inner.id for inner in ast.walk(node)
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load) and id(inner) not in accessors}
     if isinstance(node, _DEFINITIONS):
         used -= {inner.id for inner in ast.walk(node) if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store)}
         used -= {name for inner in ast.walk(node) if isinstance(inner, ast.arguments) for name in _argument_names(inner)}
@@ -721,8 +829,6 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
-
-
 
 
 def _memoises(decorator: ast.expr) -> bool:
@@ -970,11 +1076,12 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_carry_code(node)}
-    holders = _holders(cells, reached.defined, classes)
+    properties, library = _pure_properties(cells), _library_names(cells)
+    holders = _holders(cells, reached.defined - properties, classes)  # reading ``obj.k`` runs its getter once
     found = []
     for name, index, node in reached.nodes:
         found += [f"{what} in {name} (notebook cell {index + 1}, line {line})"
-                  for what, line in dict.fromkeys(_iteration(node, holders, classes))]
+                  for what, line in dict.fromkeys(_iteration(node, holders, classes, library, properties))]
         if isinstance(node, ast.ClassDef):
             found += [f"{what} (notebook cell {index + 1}, line {line})" for what, line in _called_from_outside(node)]
     for name in dict.fromkeys(name for name, _, _ in reached.nodes):
@@ -986,7 +1093,8 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
         found += [f"{what} at the top of notebook cell {index + 1} (line {line})"
                   for index, statement in _top_level_statements(cells)
                   for what, line in dict.fromkeys([*_handed_over(statement, holders, classes),
-                                                   *_kept_as_values(statement, holders, classes)])]
+                                                   *_kept_as_values(statement, holders, classes, library,
+                                                                   properties)])]
     return _why_everything(function, reached, found)
 
 
