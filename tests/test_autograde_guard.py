@@ -95,6 +95,7 @@ HONEST = [
     "import functools\n\ndef timed(f):\n    @functools.wraps(f)\n    def inner(*a):\n        return f(*a)\n"
     "    return inner",
     "import functools\nclass Box:\n    def __init__(self, f):\n        functools.update_wrapper(self, f, updated=())",
+    "line = '{}: {:.3f} ({!r:>8})'.format(name, value, kind)\nwidth = format(value, '.2e')",
     "def flatten(x):\n    b, h, t, d = x.shape\n    return x.transpose(1, 2).reshape(b, t, h * d)",
     "import math\nfrom collections import OrderedDict\nimport torch.nn.functional as F\n\ndef f(x):\n"
     "    return F.softmax(x / math.sqrt(x.shape[-1]), dim=-1)",
@@ -327,6 +328,13 @@ CHEATS = {
     "from torch.export import register_dataclass": "register_dataclass",
     # round 113: typing caches its aliases by value, and get_args took a student's object back out of one
     "import typing\nx = typing.get_args(typing.Annotated[int, 0.5])[1]": "uses .get_args",
+    # round 122: a format field reads an attribute by a name in a string (a property ran once per row)
+    "text = ('{0.walk}' * n).format(rows)": ".format() of a template built at run time",
+    "text = '{0.walk}{0.walk}'.format(rows)": ".format() with a field that reads an attribute or an item",
+    "text = str.format('{0[1]}', rows)": ".format() with a field that reads an attribute or an item",
+    "text = '{0:{1.width}}'.format(x, rows)": ".format() with a field that reads an attribute or an item",
+    "show = '{}'.format\nshow(rows)": "uses format as a value",
+    "text = getattr('{0.walk}', 'format')(rows)": "getattr reaching format, which may only be called by name",
     "from typing import get_args": "get_args",
     # round 114: a class pattern reads attributes the policy refuses elsewhere
     "match f:\n    case object(__builtins__=b):\n        pass": "reads the attribute __builtins__ in a class pattern",

@@ -258,6 +258,10 @@ def _answer(rows: str) -> str:
          "    return v", "walk handed to its decorator Hook(n).setter"),
         ("from collections import defaultdict as cache\ndef segment_sum(v, ids, n):\n    @cache\n"
          "    def walk():\n        return 0\n    return v", "walk handed to its decorator cache"),
+        # round 122: an object a classmethod made as cls(), handed on from there
+        ("import collections\nclass Rows:\n    @classmethod\n    def make(cls):\n        return cls()\n"
+         "    def __call__(self):\n        return 1\ndef segment_sum(v, ids, n):\n"
+         "    collections.defaultdict(Rows.make())\n    return v", "an object made by cls kept as a value"),
         ("import collections\nclass Shift:\n    @property\n    def k(self):\n        return 1\n"
          "def segment_sum(v, ids, n):\n    collections.defaultdict(Shift.k.fget)\n    return v",
          "Shift.k.fget handed to other code"),

@@ -41,6 +41,7 @@ import builtins
 import functools
 import importlib.util
 import re
+import string
 import symtable
 import sys
 from dataclasses import dataclass, field
@@ -188,6 +189,7 @@ _CALL_ONLY = {
     "timeit": "it runs strings as code",  # `t.timeit(100)`, never the timeit module itself
     "display": "its options publish any display type",
     **{name: "its assigned= and updated= set attributes by name" for name in ("update_wrapper", "wraps")},
+    **{name: "its template's fields read attributes and items by name" for name in ("format", "format_map")},
 }
 #: functools' wrappers and how many of their arguments come before ``assigned`` and ``updated``: with names of the
 #: cell's there, they set any attribute of the wrapper (round 102: ``__code__``, built as ``"_" * 2 + "code"...``,
@@ -502,6 +504,17 @@ def _looked_at(tree: ast.AST) -> set[int]:
         elif isinstance(node, ast.Attribute) and node.attr == "__name__":
             found.add(id(node.value))
     return found
+
+
+def _reads_by_field(template: str) -> bool:
+    """Whether a format template has a field, or a field nested in a format spec, that reads an attribute or an
+    item (``{0.walk}``, ``{0[k]}``, ``{0:{1.width}}``), or does not parse."""
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return True
+    return any(name is not None and ("." in name or "[" in name) or spec and "{" in spec and _reads_by_field(spec)
+               for _, name, spec, _ in fields)
 
 
 def _bad_attribute(name: str) -> str:
@@ -979,6 +992,8 @@ class _Reader(ast.NodeVisitor):
             self._display(node)
         elif name in _WRAPPERS:
             self._wrapper(node, name)
+        elif name in ("format", "format_map") and isinstance(node.func, ast.Attribute):
+            self._format(node)
         elif name == "compile" and any(k.arg in ("options", None) for k in node.keywords):
             self.flag(node, "torch.compile(options=...): the compiler's settings name programs to run (its C++ compiler)")
         self.generic_visit(node)
@@ -1036,9 +1051,25 @@ class _Reader(ast.NodeVisitor):
                 self.flag(node, f"{name} with a computed attribute name")
                 continue
             for part in argument.value.split("."):
-                why = _bad_attribute(part)
+                why = _bad_attribute(part) or (  # ``getattr(template, "format")(obj)``: checked where called by name
+                    f"{part}, which may only be called by name ({_CALL_ONLY[part]})" if part in _CALL_ONLY else "")
                 if why:
                     self.flag(node, f"{name} reaching {why}")
+
+    def _format(self, node: ast.Call) -> None:
+        """``template.format(...)`` and ``format_map``: a field such as ``{0.walk}`` or ``{0[k]}`` reads an attribute
+        or an item by a name in a string, as ``getattr`` does, so only a constant template whose fields read none
+        (round 122: ``("{0.walk}" * n).format(obj)`` ran a property of the student's once per row, under no name
+        the source shows). An f-string reads the same, in code the policy sees."""
+        template = node.func.value
+        if isinstance(template, ast.Name) and template.id == "str" and node.args:  # str.format(template, ...)
+            template = node.args[0]
+        if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+            self.flag(node, f".{node.func.attr}() of a template built at run time (its fields may read any attribute;"
+                            " use an f-string)")
+            return
+        if _reads_by_field(template.value):
+            self.flag(node, f".{node.func.attr}() with a field that reads an attribute or an item (use an f-string)")
 
     def _timer(self, node: ast.Call) -> None:
         """``Timer(stmt="...", setup="...")`` runs its strings as code: every argument in sight, only Python's

@@ -556,7 +556,20 @@ def _callable_value(value: ast.AST, callables: set[str], classes: set[str], dire
         return repr(value.value)
     if direct and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes:
         return f"an object of {value.func.id}"
+    if direct and isinstance(value, ast.Call) and _makes_its_own_kind(value.func):
+        return f"an object made by {ast.unparse(value.func)[:40]}"
     return None
+
+
+def _makes_its_own_kind(function: ast.expr) -> bool:
+    """Whether calling ``function`` makes an object of the class a method runs in: ``cls(...)``,
+    ``type(self)(...)``, ``self.__class__(...)`` (round 122: a classmethod's ``return cls()`` handed the student's
+    object, whose property ``str.format`` then read once per row, to the answer under no class's name)."""
+    if _is_name(function, _CLS):
+        return True
+    if isinstance(function, ast.Call) and _is_name(function.func, {"type"}):
+        return True
+    return isinstance(function, ast.Attribute) and function.attr == "__class__"
 
 
 def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
