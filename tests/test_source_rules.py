@@ -258,6 +258,11 @@ def _answer(rows: str) -> str:
          "    return v", "walk handed to its decorator Hook(n).setter"),
         ("from collections import defaultdict as cache\ndef segment_sum(v, ids, n):\n    @cache\n"
          "    def walk():\n        return 0\n    return v", "walk handed to its decorator cache"),
+        # round 123: the object __enter__ hands back, called by name instead of by a with statement
+        ("import collections\nclass Tally:\n    def __enter__(self):\n        return self\n"
+         "    def __exit__(self, *exc):\n        return None\n    def __call__(self):\n        return 1\n"
+         "def segment_sum(v, ids, n):\n    counter = Tally().__enter__()\n    collections.defaultdict(counter)\n"
+         "    return v", "counter handed to other code"),
         # round 122: an object a classmethod made as cls(), handed on from there
         ("import collections\nclass Rows:\n    @classmethod\n    def make(cls):\n        return cls()\n"
          "    def __call__(self):\n        return 1\ndef segment_sum(v, ids, n):\n"

@@ -562,14 +562,16 @@ def _callable_value(value: ast.AST, callables: set[str], classes: set[str], dire
 
 
 def _makes_its_own_kind(function: ast.expr) -> bool:
-    """Whether calling ``function`` makes an object of the class a method runs in: ``cls(...)``,
-    ``type(self)(...)``, ``self.__class__(...)`` (round 122: a classmethod's ``return cls()`` handed the student's
-    object, whose property ``str.format`` then read once per row, to the answer under no class's name)."""
+    """Whether calling ``function`` makes or hands back an object of the student's under no class's name:
+    ``cls(...)``, ``type(self)(...)``, ``self.__class__(...)``, ``X.__new__(X)``, and ``obj.__enter__()``, which a
+    ``with`` statement calls to get its ``as`` target (so it may return ``self``). Round 122: a classmethod's
+    ``return cls()`` handed on an object whose property ``str.format`` read once per row; round 123:
+    ``counter = Tally(-3).__enter__()``, then ``defaultdict(counter)``."""
     if _is_name(function, _CLS):
         return True
     if isinstance(function, ast.Call) and _is_name(function.func, {"type"}):
         return True
-    return isinstance(function, ast.Attribute) and function.attr == "__class__"
+    return isinstance(function, ast.Attribute) and function.attr in ("__class__", "__new__", "__enter__")
 
 
 def _argument_calls(node: ast.AST) -> Iterator[tuple[str, int]]:
