@@ -283,6 +283,19 @@ def test_code_kept_where_other_code_gets_it_is_a_loop(answer: str, found: str) -
     assert any(found in loop for loop in loops), loops
 
 
+def test_an_object_a_cell_leaves_in_ipython_s_output_history_is_kept() -> None:
+    """Round 124: a bare ``Tally()`` at the end of a cell left the object in ``_``, and the answer took it as a
+    default (``counter=_``) and handed it to ``defaultdict``: no assignment in the source shows it."""
+    cells = {2: "class Tally:\n    def __call__(self):\n        return 1\nTally()",
+             3: "import collections\ndef segment_sum(v, ids, n, counter=_):\n"
+                "    collections.defaultdict(counter)\n    return v"}
+    loops = python_loops(cells, "segment_sum")
+    assert any("Tally kept in IPython's output history (_) at the end of notebook cell 3" in loop
+               for loop in loops), loops
+    cells[2] = cells[2].replace("\nTally()", "\n1 + 1")  # a number in _, no code of the student's
+    assert not any("output history" in loop for loop in python_loops(cells, "segment_sum"))
+
+
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:
     """Honest code that failed until round 119: a name bound to what a helper returns (``idx = _last(lengths)``) was
     read as the helper itself, and an object whose method is called inside an argument (``s.idx(n)``) as handed

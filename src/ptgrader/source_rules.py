@@ -1105,12 +1105,24 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
     if reached.unpinned:
         found += [f"{what} handed around as a value (notebook cell {index + 1}, line {node.lineno})"
                   for index, node in _values(cells) if (what := _iterator_name(node))]
+        found += [f"{what} kept in IPython's output history (_) at the end of notebook cell {index + 1}"
+                  for index, value in _last_expressions(cells) if (what := _code_of_theirs(value, holders, classes, True))]
         found += [f"{what} at the top of notebook cell {index + 1} (line {line})"
                   for index, statement in _top_level_statements(cells)
                   for what, line in dict.fromkeys([*_handed_over(statement, holders, classes),
                                                    *_kept_as_values(statement, holders, classes, library,
                                                                    properties)])]
     return _why_everything(function, reached, found)
+
+
+def _last_expressions(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
+    """(cell index, value) of each cell's last statement when it is an expression: IPython keeps its value in
+    ``_`` (and ``__``, ``___``, ``Out``) with no assignment in the source (round 124: a bare ``Tally()`` ending a
+    cell, then ``def last_valid_token(hidden, lengths, counter=_)`` handed it to ``defaultdict``)."""
+    for index, source in cells.items():
+        for tree in _parse(source):
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                yield index, tree.body[-1].value
 
 
 def _top_level_statements(cells: dict[int, str]) -> Iterator[tuple[int, ast.stmt]]:
