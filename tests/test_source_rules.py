@@ -296,6 +296,68 @@ def test_an_object_a_cell_leaves_in_ipython_s_output_history_is_kept() -> None:
     assert not any("output history" in loop for loop in python_loops(cells, "segment_sum"))
 
 
+#: Round 125: a statement run once per batch row by a Timer made in the answer.
+TIMED_ROWS = ("import torch.utils.benchmark\ndef segment_sum(v, ids, n):\n    rows = []\n"
+              "    torch.utils.benchmark.Timer(stmt='rows.append(len(rows))', globals={'rows': rows}).timeit(n)\n"
+              "    return v[torch.tensor(rows)]")
+
+
+@pytest.mark.parametrize(
+    ("cells", "found"),
+    [
+        ({3: TIMED_ROWS}, "code run from a string by Timer or %timeit (once per timing loop) in segment_sum"),
+        # the loop written in the string: read where the Timer runs it
+        ({3: TIMED_ROWS.replace("stmt='rows.append(len(rows))'", "stmt='for r in range(n): rows.append(r)'")},
+         "a for loop in segment_sum (notebook cell 4, line 4)"),
+        # the set-up string, given by position, from a Timer imported by name
+        ({2: "from torch.utils.benchmark import Timer",
+          3: "def segment_sum(v, ids, n):\n    rows = []\n    Timer('pass', 'rows.extend([r for r in range(n)])', "
+             "globals={'rows': rows, 'n': n}).timeit(0)\n    return v[torch.tensor(rows)]"},
+         "a comprehension in segment_sum (notebook cell 4, line 3)"),
+        # a Timer made elsewhere, run by the answer
+        ({2: "import torch.utils.benchmark\nROWS = []\nSTEP = torch.utils.benchmark.Timer("
+             "stmt='ROWS.append(len(ROWS))', globals={'ROWS': ROWS})",
+          3: "def segment_sum(v, ids, n):\n    STEP.timeit(n)\n    return v[torch.tensor(ROWS)]"},
+         "timeit (it calls a function per item) in segment_sum"),
+        ({2: "import torch.utils.benchmark\nROWS = []\nSTEP = torch.utils.benchmark.Timer("
+             "stmt='ROWS.append(len(ROWS))', globals={'ROWS': ROWS})\nRUN = STEP.blocked_autorange",
+          3: "def segment_sum(v, ids, n):\n    RUN(min_run_time=n)\n    return v[torch.tensor(ROWS)]"},
+         "code run from a string by Timer or %timeit (once per timing loop) at the top of notebook cell 3"),
+        # magics inside the answer: %timeit's statement after its options, %time's statement
+        ({3: "def segment_sum(v, ids, n):\n    rows = []\n    %timeit -n1 -r1 rows.append(len(rows))\n"
+             "    return v[torch.tensor(rows)]"},
+         "code run from a string by Timer or %timeit (once per timing loop) in segment_sum"),
+        ({3: "def segment_sum(v, ids, n):\n    rows = []\n    %time rows.extend([r for r in range(n)])\n"
+             "    return v[torch.tensor(rows)]"},
+         "a comprehension in segment_sum (notebook cell 4, line 3)"),
+    ],
+)
+def test_code_a_timer_or_a_magic_runs_from_a_string_is_read_where_it_runs(cells: dict[int, str], found: str) -> None:
+    """Round 125: ``Timer(stmt=...).timeit(n)`` ran a statement once per row of the batch: the code policy reads the
+    strings Timer and magics run, and the source rules read none of them."""
+    loops = python_loops(cells, "segment_sum")
+    assert any(found in loop for loop in loops), loops
+
+
+def test_a_timer_made_for_later_runs_the_forbidden_call_where_the_answer_runs_it() -> None:
+    """Round 125: ``backward`` in a Timer's statement, run by ``r1_penalty`` (with ``.grad`` cleared afterwards)."""
+    inside = PENALTY.replace(
+        "(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+        "total = critic(real).sum()\n    torch.utils.benchmark.Timer(stmt='total.backward(inputs=[real], "
+        "create_graph=True)', globals={'total': total, 'real': real}).timeit(0)\n    g, real.grad = real.grad, None")
+    assert any("backward in r1_penalty (notebook cell 4, line 4)" in where
+               for where in forbidden_calls({3: inside}, "r1_penalty", "backward"))
+    made_before = {2: "import torch.utils.benchmark\nBOX = {}\nSTEP = torch.utils.benchmark.Timer("
+                      "stmt='BOX[0].backward(inputs=[BOX[1]], create_graph=True)', globals={'BOX': BOX})",
+                   3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                                      "BOX.update({0: critic(real).sum(), 1: real})\n    STEP.timeit(0)\n"
+                                      "    g, real.grad = real.grad, None")}
+    assert any("backward in code run from a string at the top of notebook cell 3" in where
+               for where in forbidden_calls(made_before, "r1_penalty", "backward"))
+    made_before[2] = made_before[2].replace("BOX[0].backward(inputs=[BOX[1]], create_graph=True)", "pass")
+    assert forbidden_calls(made_before, "r1_penalty", "backward") == [], "a Timer that names no backward"
+
+
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:
     """Honest code that failed until round 119: a name bound to what a helper returns (``idx = _last(lengths)``) was
     read as the helper itself, and an object whose method is called inside an argument (``s.idx(n)``) as handed

@@ -21,6 +21,9 @@ class, under an ``if``). Any Python iteration there breaks the rule:
   [walker]``), a method returning ``self`` (:func:`_kept_as_values`);
 - ``.tolist()``, ``.item()`` and ``.numpy()``, which move values into Python, where work per element needs
   no torch call (the meta device, part of these parts' domains, has no values to move anyway);
+- code run from a string, read where the call that runs it is (:class:`_CodeInPlace`): a Timer's ``stmt`` and
+  ``setup`` and ``%timeit``'s statement as a loop (they run once per timing loop), ``%time``'s once; and a
+  Timer's ``timeit``, ``repeat`` and ``autorange``, under any name;
 - recursion: a function that reaches itself through any chain of the student's functions or methods (the
   methods Python calls unnamed included: ``self(...)`` calls ``__call__``), or calls one of its own
   arguments (``pick(rows, again)`` calling ``again``, given ``pick`` itself).
@@ -71,7 +74,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .ipython_code import as_python, parse
-from .policy import _BY_NAME, root_name  # the functions that read an attribute by a name given as a string
+from .policy import _BY_NAME, _TIMER_CODE, ALLOWED_MAGICS, _last_name, _magic_code, root_name
 
 
 #: The line of a test cell that asks for no Python loop in a function of the student's.
@@ -86,6 +89,8 @@ ITERATING = frozenset({
     "map", "filter", "reduce", "accumulate", "starmap", "product", "chain", "repeat", "cycle", "groupby",
     "islice", "takewhile", "dropwhile", "filterfalse", "zip_longest", "combinations", "permutations", "tee",
     "iter", "next", "Counter",
+    # a Timer's methods that run its statement once per timing loop (round 125: ``timer.timeit(len(rows))``)
+    "timeit", "autorange", "blocked_autorange", "adaptive_autorange", "collect_callgrind",
 })
 #: The only methods of the student's that Python calls once per call or per object made: every other special
 #: method (``__len__``, ``__repr__``, ``__eq__``, ``__instancecheck__`` ...) a built-in calls once per item when it
@@ -125,17 +130,104 @@ def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
     is parsed, and no reading relies on meeting the same node objects again (:func:`_span`; round 99: a
     submission of more than 64 cells was read otherwise)."""
     try:
-        tree = _ReadsByName().visit(parse(as_python(source) if depth == 0 else source))
+        tree = _CodeInPlace(depth).visit(_ReadsByName().visit(parse(as_python(source) if depth == 0 else source)))
     except (SyntaxError, ValueError):
         return ()  # a cell that does not parse fails on its own when it runs
     found: tuple[ast.Module, ...] = (tree,)
     if depth < 3:
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAGICS:
-                for argument in node.args[1:]:
-                    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-                        found += _parse(argument.value, depth + 1)
+            if _is_magic(node):
+                for code, _ in _code_strings(node):  # type: ignore[arg-type]
+                    found += _parse(code, depth + 1)
     return found
+
+
+def _is_magic(node: ast.AST) -> bool:
+    """Whether ``node`` is IPython's call for a magic (``get_ipython().run_line_magic("time", "...")``)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAGICS
+
+
+def _code_strings(call: ast.Call) -> list[tuple[str, bool]]:
+    """(code, whether it runs once per timing loop) of every string ``call`` runs as code: a Timer's statement and
+    set-up (its ``timeit``, ``repeat`` and ``autorange`` run them in a loop), the code of ``%timeit`` (a loop) and of
+    ``%time``, read after their options as IPython reads them (``%timeit -n1 -r1 STMT``), and every string of any
+    other magic. Anything else runs no string."""
+    if _last_name(call.func) == "Timer":
+        pieces = [*zip(_TIMER_CODE, call.args, strict=False)]
+        pieces += [(keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg in _TIMER_CODE]
+        return [(value.value, True) for _, value in pieces
+                if isinstance(value, ast.Constant) and isinstance(value.value, str)]
+    if not _is_magic(call) or not all(isinstance(argument, ast.Constant) and isinstance(argument.value, str)
+                                      for argument in call.args):
+        return []
+    if len(call.args) >= 2 and call.args[0].value in ALLOWED_MAGICS:  # type: ignore[attr-defined]
+        repeated = call.args[0].value == "timeit"  # type: ignore[attr-defined]
+        return [(code, repeated) for _, code in _magic_code(call) if code is not None]
+    return [(argument.value, False) for argument in call.args[1:]]  # type: ignore[attr-defined]
+
+
+class _TimedCode(ast.While):
+    """Code a Timer or ``%timeit`` runs from a string, read where the call that holds it is (:class:`_CodeInPlace`):
+    a loop, since it runs once per timing loop."""
+
+
+_LOOPS[_TimedCode] = "code run from a string by Timer or %timeit (once per timing loop)"
+
+#: The fields of a statement that hold statements of their own, read where they are.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+class _CodeInPlace(ast.NodeTransformer):
+    """The code a call runs from strings (:func:`_code_strings`), written out just before the statement that holds
+    the call, so that every reading sees it as code of the function where it runs: in a loop (:class:`_TimedCode`)
+    when it runs once per timing loop, else under ``if True:``.
+
+    Round 125: ``Timer(stmt="rows.append(len(rows))", ...).timeit(n)`` ran a statement once per batch row inside
+    ``last_valid_token``, and ``Timer(stmt="total.backward(...)")`` called ``backward`` inside ``r1_penalty``: the
+    code policy reads those strings, the source rules read none of them. A magic's code at the top of a cell is read
+    as a cell of its own (:func:`_parse`), where the definitions of a ``%%time`` cell are; inside a function it is
+    written out here too (a ``%time`` line in an answer's body runs there).
+    """
+
+    def __init__(self, depth: int) -> None:
+        self.depth, self.functions = depth, 0
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        self.functions += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.functions -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if isinstance(statements, list) and all(isinstance(statement, ast.stmt) for statement in statements):
+                setattr(node, field, [written for statement in statements
+                                      for written in [*self._run_from_strings(statement), statement]])
+        return node
+
+    def _run_from_strings(self, statement: ast.stmt) -> Iterator[ast.stmt]:
+        if self.depth >= 3:
+            return
+        own = [value for field, value in ast.iter_fields(statement) if field not in _BLOCKS]
+        for part in own:
+            for inner in [found for item in (part if isinstance(part, list) else [part]) if isinstance(item, ast.AST)
+                          for found in ast.walk(item)]:
+                if not isinstance(inner, ast.Call) or _is_magic(inner) and not self.functions:
+                    continue
+                for code, repeated in _code_strings(inner):
+                    body = [copy.deepcopy(tree.body) for tree in _parse(code, self.depth + 1)[:1]]
+                    if not body or not body[0]:
+                        continue
+                    for node in (node for written in body[0] for node in ast.walk(written)):
+                        ast.copy_location(node, inner)
+                    block = (_TimedCode(test=ast.Constant(True), body=body[0], orelse=[]) if repeated
+                             else ast.If(test=ast.Constant(True), body=body[0], orelse=[]))
+                    yield ast.copy_location(block, inner)
 
 
 class _ReadsByName(ast.NodeTransformer):
@@ -1112,7 +1204,19 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
                   for what, line in dict.fromkeys([*_handed_over(statement, holders, classes),
                                                    *_kept_as_values(statement, holders, classes, library,
                                                                    properties)])]
+        found += [f"{_LOOPS[_TimedCode]} at the top of notebook cell {index + 1} (line {block.lineno})"
+                  for index, block in _timed_at_the_top(cells)]
     return _why_everything(function, reached, found)
+
+
+def _timed_at_the_top(cells: dict[int, str]) -> Iterator[tuple[int, _TimedCode]]:
+    """(cell index, code) of every string a Timer made outside the student's definitions runs: it runs whenever code
+    calls the Timer's ``timeit``, which an answer reading a value handed around may do (round 125: a Timer made at
+    the top of a cell, over a dict the answer fills, ran ``backward`` for ``r1_penalty``)."""
+    for index, statement in _top_level_statements(cells):
+        for inner in ast.walk(statement):
+            if isinstance(inner, _TimedCode):
+                yield index, inner
 
 
 def _last_expressions(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
@@ -1183,9 +1287,12 @@ def forbidden_calls(cells: dict[int, str], function: str, callee: str,
     reached = _reached(cells, function, lab_values)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
-    return _why_everything(function, reached, [
-        f"{callee} in {name} (notebook cell {index + 1}, line {line})"
-        for name, index, node in reached.nodes for line in sorted(set(_mentions(node, callee, aliases)))])
+    found = [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
+             for name, index, node in reached.nodes for line in sorted(set(_mentions(node, callee, aliases)))]
+    if reached.unpinned:
+        found += [f"{callee} in code run from a string at the top of notebook cell {index + 1} (line {line})"
+                  for index, block in _timed_at_the_top(cells) for line in sorted(set(_mentions(block, callee, aliases)))]
+    return _why_everything(function, reached, found)
 
 
 def forbidden_values(cells: dict[int, str], function: str, callee: str,
