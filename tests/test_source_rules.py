@@ -358,6 +358,45 @@ def test_a_timer_made_for_later_runs_the_forbidden_call_where_the_answer_runs_it
     assert forbidden_calls(made_before, "r1_penalty", "backward") == [], "a Timer that names no backward"
 
 
+def _timers(statement: str, depth: int) -> str:
+    """``statement`` as the code of ``depth`` Timers, each running the next one's code."""
+    for _ in range(depth):
+        statement = f"torch.utils.benchmark.Timer(stmt={statement!r}, globals={{'x': x}}).timeit(0)"
+    return statement
+
+
+@pytest.mark.parametrize("depth", [1, 3, 4, 6])
+def test_code_strings_nested_deeper_than_the_reading_goes_still_count(depth: int) -> None:
+    """Round 126: ``backward`` four Timers deep, past the three levels the reading parsed."""
+    answer = PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             "x = real\n    " + _timers("critic(x).sum().backward(inputs=[x])", depth)
+                             + "\n    g, real.grad = real.grad, None")
+    assert any("backward in r1_penalty" in where for where in forbidden_calls({3: answer}, "r1_penalty", "backward"))
+    assert forbidden_calls({3: answer.replace(".backward(inputs=[x])", ".exp()")}, "r1_penalty", "backward") == []
+    looping = "def segment_sum(v, ids, n):\n    x = v\n    " + _timers("x.add_(1)", depth) + "\n    return v"
+    assert any("once per timing loop" in loop for loop in python_loops({3: looping}, "segment_sum"))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # a magic in a Timer's statement
+        "def segment_sum(v, ids, n):\n    rows = []\n    torch.utils.benchmark.Timer(stmt=\"get_ipython()."
+        "run_line_magic('time', 'rows.extend([r for r in range(n)])')\", globals={'rows': rows, 'n': n}).timeit(0)\n"
+        "    return v[torch.tensor(rows)]",
+        # a magic in a magic, in a class body in the answer
+        "def segment_sum(v, ids, n):\n    rows = []\n    class Timed:\n        rows_, n_ = rows, n\n"
+        "        %time get_ipython().run_line_magic('time', 'rows_.extend([r for r in range(n_)])')\n"
+        "    return v[torch.tensor(rows)]",
+    ],
+)
+def test_a_magic_inside_code_run_from_a_string_runs_where_that_code_runs(answer: str) -> None:
+    """Round 126: ``%time`` in a Timer's statement, and in another ``%time`` in a class body, ran a comprehension
+    inside the answer: the magic read as a cell of its own, as at the top of a cell."""
+    loops = python_loops({3: answer}, "segment_sum")
+    assert any("a comprehension in segment_sum" in loop for loop in loops), loops
+
+
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:
     """Honest code that failed until round 119: a name bound to what a helper returns (``idx = _last(lengths)``) was
     read as the helper itself, and an object whose method is called inside an argument (``s.idx(n)``) as handed

@@ -171,7 +171,16 @@ class _TimedCode(ast.While):
     a loop, since it runs once per timing loop."""
 
 
+class _UnreadCode(ast.Expr):
+    """A code string nested deeper than the reading goes (:data:`_DEEPEST`), kept as its text in a
+    :class:`_TimedCode`: a loop, whatever it holds, and a mention of any name its text holds as a word
+    (:func:`_mentions`). Round 126 ran ``backward`` from a Timer's statement four Timers deep."""
+
+
 _LOOPS[_TimedCode] = "code run from a string by Timer or %timeit (once per timing loop)"
+#: How many code strings deep the reading follows code run from strings (each level's string is shorter than the one
+#: holding it, and escaping doubles its backslashes): anything deeper is read as :class:`_UnreadCode`.
+_DEEPEST = 3
 
 #: The fields of a statement that hold statements of their own, read where they are.
 _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -211,23 +220,26 @@ class _CodeInPlace(ast.NodeTransformer):
         return node
 
     def _run_from_strings(self, statement: ast.stmt) -> Iterator[ast.stmt]:
-        if self.depth >= 3:
-            return
         own = [value for field, value in ast.iter_fields(statement) if field not in _BLOCKS]
         for part in own:
             for inner in [found for item in (part if isinstance(part, list) else [part]) if isinstance(item, ast.AST)
                           for found in ast.walk(item)]:
-                if not isinstance(inner, ast.Call) or _is_magic(inner) and not self.functions:
+                # a magic at the top of a cell is read as a cell of its own; anywhere else (in a function, in a
+                # string another call runs: round 126's %time in a Timer's statement) it runs where it is
+                if not isinstance(inner, ast.Call) or _is_magic(inner) and not (self.functions or self.depth):
                     continue
                 for code, repeated in _code_strings(inner):
-                    body = [copy.deepcopy(tree.body) for tree in _parse(code, self.depth + 1)[:1]]
-                    if not body or not body[0]:
-                        continue
-                    for node in (node for written in body[0] for node in ast.walk(written)):
+                    body: list[ast.stmt] = [_UnreadCode(ast.Constant(code))]
+                    if self.depth < _DEEPEST:
+                        body = [copy.deepcopy(statement) for tree in _parse(code, self.depth + 1)[:1]
+                                for statement in tree.body]
+                    for node in (node for written in body for node in ast.walk(written)):
                         ast.copy_location(node, inner)
-                    block = (_TimedCode(test=ast.Constant(True), body=body[0], orelse=[]) if repeated
-                             else ast.If(test=ast.Constant(True), body=body[0], orelse=[]))
-                    yield ast.copy_location(block, inner)
+                    if body:
+                        unread = isinstance(body[0], _UnreadCode)
+                        block = (_TimedCode(test=ast.Constant(True), body=body, orelse=[]) if repeated or unread
+                                 else ast.If(test=ast.Constant(True), body=body, orelse=[]))
+                        yield ast.copy_location(block, inner)
 
 
 class _ReadsByName(ast.NodeTransformer):
@@ -1271,7 +1283,8 @@ def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset())
                  or (isinstance(inner, ast.Name) and (inner.id == callee or inner.id in aliases))
                  or (isinstance(inner, ast.alias) and callee in inner.name.split("."))
                  or (isinstance(inner, ast.ImportFrom) and callee in (inner.module or "").split("."))
-                 or (isinstance(inner, ast.Constant) and inner.value == callee))
+                 or (isinstance(inner, ast.Constant) and inner.value == callee)
+                 or (isinstance(inner, _UnreadCode) and re.search(rf"\b{re.escape(callee)}\b", inner.value.value)))
         if named:
             yield getattr(inner, "lineno", getattr(node, "lineno", 0))
 
