@@ -367,14 +367,32 @@ def _timers(statement: str, depth: int) -> str:
 
 @pytest.mark.parametrize("depth", [1, 3, 4, 6])
 def test_code_strings_nested_deeper_than_the_reading_goes_still_count(depth: int) -> None:
-    """Round 126: ``backward`` four Timers deep, past the three levels the reading parsed."""
+    """Round 126: ``backward`` four Timers deep, past the three levels the reading parsed, then five deep with the
+    name split in two (``"total.back" "ward()"``): what the reading cannot read counts as a mention of any name."""
     answer = PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
                              "x = real\n    " + _timers("critic(x).sum().backward(inputs=[x])", depth)
                              + "\n    g, real.grad = real.grad, None")
     assert any("backward in r1_penalty" in where for where in forbidden_calls({3: answer}, "r1_penalty", "backward"))
-    assert forbidden_calls({3: answer.replace(".backward(inputs=[x])", ".exp()")}, "r1_penalty", "backward") == []
+    read = forbidden_calls({3: answer.replace(".backward(inputs=[x])", ".exp()")}, "r1_penalty", "backward")
+    assert read == [] if depth < 4 else read, "a string the reading reads names no backward; one it cannot, any"
     looping = "def segment_sum(v, ids, n):\n    x = v\n    " + _timers("x.add_(1)", depth) + "\n    return v"
     assert any("once per timing loop" in loop for loop in python_loops({3: looping}, "segment_sum"))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "    critic(real).sum().backward(inputs=[real])",  # Timer takes the indentation off
+        "%time critic(real).sum().backward(inputs=[real])",  # a magic as a Timer's statement
+        "critic(real).sum().back" "ward(",  # it does not parse: read as code no one can read
+    ],
+)
+def test_a_code_string_is_read_as_the_code_that_runs_or_as_unreadable(statement: str) -> None:
+    """Round 126: an indented Timer statement, which plain ``ast.parse`` refuses, was read as nothing."""
+    answer = PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                             f"torch.utils.benchmark.Timer(stmt={statement!r}, globals={{'real': real, "
+                             "'critic': critic}).timeit(0)\n    g, real.grad = real.grad, None")
+    assert any("backward in r1_penalty" in where for where in forbidden_calls({3: answer}, "r1_penalty", "backward"))
 
 
 @pytest.mark.parametrize(
@@ -384,6 +402,9 @@ def test_code_strings_nested_deeper_than_the_reading_goes_still_count(depth: int
         "def segment_sum(v, ids, n):\n    rows = []\n    torch.utils.benchmark.Timer(stmt=\"get_ipython()."
         "run_line_magic('time', 'rows.extend([r for r in range(n)])')\", globals={'rows': rows, 'n': n}).timeit(0)\n"
         "    return v[torch.tensor(rows)]",
+        # a magic whose statement is a magic, in a class body in the answer
+        "def segment_sum(v, ids, n):\n    rows = []\n    class Timed:\n        rows_, n_ = rows, n\n"
+        "        %time %time rows_.extend([r for r in range(n_)])\n    return v[torch.tensor(rows)]",
         # a magic in a magic, in a class body in the answer
         "def segment_sum(v, ids, n):\n    rows = []\n    class Timed:\n        rows_, n_ = rows, n\n"
         "        %time get_ipython().run_line_magic('time', 'rows_.extend([r for r in range(n_)])')\n"

@@ -68,6 +68,7 @@ import importlib
 import inspect
 import re
 import sys
+import textwrap
 import types
 import warnings
 from collections.abc import Iterator
@@ -130,7 +131,10 @@ def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
     is parsed, and no reading relies on meeting the same node objects again (:func:`_span`; round 99: a
     submission of more than 64 cells was read otherwise)."""
     try:
-        tree = _CodeInPlace(depth).visit(_ReadsByName().visit(parse(as_python(source) if depth == 0 else source)))
+        # code run from a string is read as IPython or a Timer reads it: magics turned into calls, indentation
+        # taken off (round 126: an indented Timer statement, and %time's statement that is itself a magic)
+        code = as_python(source if depth == 0 else textwrap.dedent(source))
+        tree = _CodeInPlace(depth).visit(_ReadsByName().visit(parse(code)))
     except (SyntaxError, ValueError):
         return ()  # a cell that does not parse fails on its own when it runs
     found: tuple[ast.Module, ...] = (tree,)
@@ -172,9 +176,10 @@ class _TimedCode(ast.While):
 
 
 class _UnreadCode(ast.Expr):
-    """A code string nested deeper than the reading goes (:data:`_DEEPEST`), kept as its text in a
-    :class:`_TimedCode`: a loop, whatever it holds, and a mention of any name its text holds as a word
-    (:func:`_mentions`). Round 126 ran ``backward`` from a Timer's statement four Timers deep."""
+    """A code string the reading cannot read, nested deeper than it goes (:data:`_DEEPEST`) or not parsing, kept as
+    its text in a :class:`_TimedCode`: a loop, and a mention of every name (:func:`_mentions`), whatever it holds.
+    Round 126 ran ``backward`` from a Timer's statement four Timers deep, then five deep with the name split in two
+    (``"total.back" "ward(...)"``), which no search of the text finds."""
 
 
 _LOOPS[_TimedCode] = "code run from a string by Timer or %timeit (once per timing loop)"
@@ -229,10 +234,9 @@ class _CodeInPlace(ast.NodeTransformer):
                 if not isinstance(inner, ast.Call) or _is_magic(inner) and not (self.functions or self.depth):
                     continue
                 for code, repeated in _code_strings(inner):
-                    body: list[ast.stmt] = [_UnreadCode(ast.Constant(code))]
-                    if self.depth < _DEEPEST:
-                        body = [copy.deepcopy(statement) for tree in _parse(code, self.depth + 1)[:1]
-                                for statement in tree.body]
+                    trees = _parse(code, self.depth + 1) if self.depth < _DEEPEST else ()
+                    body: list[ast.stmt] = ([copy.deepcopy(statement) for statement in trees[0].body] if trees
+                                            else [_UnreadCode(ast.Constant(code))])
                     for node in (node for written in body for node in ast.walk(written)):
                         ast.copy_location(node, inner)
                     if body:
@@ -1284,7 +1288,7 @@ def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset())
                  or (isinstance(inner, ast.alias) and callee in inner.name.split("."))
                  or (isinstance(inner, ast.ImportFrom) and callee in (inner.module or "").split("."))
                  or (isinstance(inner, ast.Constant) and inner.value == callee)
-                 or (isinstance(inner, _UnreadCode) and re.search(rf"\b{re.escape(callee)}\b", inner.value.value)))
+                 or isinstance(inner, _UnreadCode))
         if named:
             yield getattr(inner, "lineno", getattr(node, "lineno", 0))
 
