@@ -138,7 +138,7 @@ def _parse(source: str, depth: int = 0) -> tuple[ast.Module, ...]:
     except (SyntaxError, ValueError):
         return ()  # a cell that does not parse fails on its own when it runs
     found: tuple[ast.Module, ...] = (tree,)
-    if depth < 3:
+    if depth < _DEEPEST:
         for node in ast.walk(tree):
             if _is_magic(node):
                 for code, _ in _code_strings(node):  # type: ignore[arg-type]
