@@ -352,7 +352,7 @@ def test_a_timer_made_for_later_runs_the_forbidden_call_where_the_answer_runs_it
                    3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
                                       "BOX.update({0: critic(real).sum(), 1: real})\n    STEP.timeit(0)\n"
                                       "    g, real.grad = real.grad, None")}
-    assert any("backward in code run from a string at the top of notebook cell 3" in where
+    assert any("backward in code kept to run later at the top of notebook cell 3" in where
                for where in forbidden_calls(made_before, "r1_penalty", "backward"))
     made_before[2] = made_before[2].replace("BOX[0].backward(inputs=[BOX[1]], create_graph=True)", "pass")
     assert forbidden_calls(made_before, "r1_penalty", "backward") == [], "a Timer that names no backward"
@@ -416,6 +416,42 @@ def test_a_magic_inside_code_run_from_a_string_runs_where_that_code_runs(answer:
     inside the answer: the magic read as a cell of its own, as at the top of a cell."""
     loops = python_loops({3: answer}, "segment_sum")
     assert any("a comprehension in segment_sum" in loop for loop in loops), loops
+
+
+#: Round 127: a generator made at the top of a cell, advanced by the answer once per row.
+ROWS_LATER = ("import itertools\nBOX = []\nHOLD = []\n"
+              "HOLD.append(BOX.append(len(BOX)) for _ in itertools.repeat(None))")
+ADVANCED = ("def segment_sum(v, ids, n):\n    BOX.clear()\n    list(zip(range(n), HOLD[0]))\n"
+            "    return v[torch.tensor(BOX)]")
+
+
+@pytest.mark.parametrize(
+    ("kept", "found"),
+    [
+        (ROWS_LATER, "a generator expression at the top of notebook cell 3 (line 4), kept to run later"),
+        (ROWS_LATER.replace("BOX.append(len(BOX)) for _ in itertools.repeat(None)",
+                            "map(BOX.append, map(len, itertools.repeat(BOX)))"),
+         "map (it calls a function per item) at the top of notebook cell 3 (line 4), kept to run later"),
+    ],
+)
+def test_an_iterator_made_at_the_top_of_a_cell_runs_where_the_answer_advances_it(kept: str, found: str) -> None:
+    """Round 127: a generator expression (or a ``map``) kept in a list at the top of a cell did the work once per
+    row, inside the answer, which only called ``zip`` and ``list``: its code runs later, wherever it is advanced."""
+    loops = python_loops({2: kept, 3: ADVANCED}, "segment_sum")
+    assert any(found in loop for loop in loops), loops
+    honest = {2: kept, 3: VECTORISED}  # an answer that reads no value handed around cannot advance it
+    assert python_loops(honest, "segment_sum") == []
+
+
+def test_a_forbidden_call_in_a_generator_made_at_the_top_of_a_cell_is_read() -> None:
+    """Round 127: ``backward`` in a generator expression at the top of a cell, advanced inside ``r1_penalty``."""
+    cells = {2: "import itertools\nPAIR = []\nHOLD = []\nHOLD.append(PAIR[0].backward(inputs=[PAIR[1]]) "
+                "for _ in itertools.repeat(None))",
+             3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                                "PAIR[:] = [critic(real).sum(), real]\n    list(zip(range(1), HOLD[0]))\n"
+                                "    g, real.grad = real.grad, None")}
+    assert any("backward in code kept to run later at the top of notebook cell 3" in where
+               for where in forbidden_calls(cells, "r1_penalty", "backward"))
 
 
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:

@@ -1220,19 +1220,30 @@ def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str
                   for what, line in dict.fromkeys([*_handed_over(statement, holders, classes),
                                                    *_kept_as_values(statement, holders, classes, library,
                                                                    properties)])]
-        found += [f"{_LOOPS[_TimedCode]} at the top of notebook cell {index + 1} (line {block.lineno})"
-                  for index, block in _timed_at_the_top(cells)]
+        found += [f"{what} at the top of notebook cell {index + 1} (line {node.lineno}), kept to run later"
+                  for index, node, what in _deferred_at_the_top(cells)]
     return _why_everything(function, reached, found)
 
 
-def _timed_at_the_top(cells: dict[int, str]) -> Iterator[tuple[int, _TimedCode]]:
-    """(cell index, code) of every string a Timer made outside the student's definitions runs: it runs whenever code
-    calls the Timer's ``timeit``, which an answer reading a value handed around may do (round 125: a Timer made at
-    the top of a cell, over a dict the answer fills, ran ``backward`` for ``r1_penalty``)."""
+def _deferred_at_the_top(cells: dict[int, str]) -> Iterator[tuple[int, ast.AST, str]]:
+    """(cell index, node, what it is) of the code at the top of a cell that runs later, whenever other code drives it,
+    which an answer reading a value handed around may do: a Timer's strings (they run at each ``timeit``), a
+    generator expression, and an iterator that calls a function per item (``map``, ``filter``, ``itertools``', run
+    as it is advanced). Round 125: a Timer made at the top of a cell, over a dict the answer fills, ran ``backward``
+    for ``r1_penalty``; round 127: ``HOLD.append(BOX.append(len(BOX)) for _ in itertools.repeat(None))`` (and the
+    same with ``map``), advanced by the answer's ``zip(range(n), HOLD[0])``, counted a batch's rows, and ran
+    ``backward``. Lambdas and definitions are read with the answer anyway (:func:`_reached`)."""
     for index, statement in _top_level_statements(cells):
-        for inner in ast.walk(statement):
-            if isinstance(inner, _TimedCode):
-                yield index, inner
+        todo: list[ast.AST] = [statement]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, _TimedCode):
+                yield index, node, _LOOPS[_TimedCode]
+            elif isinstance(node, ast.GeneratorExp):
+                yield index, node, _LOOPS[ast.GeneratorExp]
+            elif isinstance(node, ast.Call) and (name := _last_name(node.func)) in ITERATING:
+                yield index, node, f"{name} (it calls a function per item)"
+            todo += [child for child in ast.iter_child_nodes(node) if not isinstance(child, (*_DEFINITIONS, ast.Lambda))]
 
 
 def _last_expressions(cells: dict[int, str]) -> Iterator[tuple[int, ast.expr]]:
@@ -1307,8 +1318,8 @@ def forbidden_calls(cells: dict[int, str], function: str, callee: str,
     found = [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
              for name, index, node in reached.nodes for line in sorted(set(_mentions(node, callee, aliases)))]
     if reached.unpinned:
-        found += [f"{callee} in code run from a string at the top of notebook cell {index + 1} (line {line})"
-                  for index, block in _timed_at_the_top(cells) for line in sorted(set(_mentions(block, callee, aliases)))]
+        found += [f"{callee} in code kept to run later at the top of notebook cell {index + 1} (line {line})"
+                  for index, node, _ in _deferred_at_the_top(cells) for line in sorted(set(_mentions(node, callee, aliases)))]
     return _why_everything(function, reached, found)
 
 
