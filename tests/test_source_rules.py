@@ -454,6 +454,40 @@ def test_a_forbidden_call_in_a_generator_made_at_the_top_of_a_cell_is_read() -> 
                for where in forbidden_calls(cells, "r1_penalty", "backward"))
 
 
+LAB_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "math": "math"}
+
+
+@pytest.mark.parametrize(
+    ("cells", "found"),
+    [
+        ({2: "def _rows(h, n):\n    return [b for b in range(n)]\nF.tf32_notes.setdefault(2, _rows)",
+          3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(F.tf32_notes[2](v, n))]"},
+         "F.tf32_notes (a value a module holds"),
+        ({2: "import torch.nn.functional\ndef _rows(h, n):\n    return [b for b in range(n)]\n"
+             "torch.nn.functional.tf32_notes[2] = _rows",
+          3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(torch.nn.functional.tf32_notes[2](v, n))]"},
+         "torch.nn.functional.tf32_notes"),
+        ({2: "from typing import EXCLUDED_ATTRIBUTES as KEPT\ndef _rows(h, n):\n    return [b for b in range(n)]\n"
+             "KEPT.append(_rows)",
+          3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(KEPT[-1](v, n))]"},
+         "KEPT (a value a module holds"),
+    ],
+)
+def test_a_container_a_module_holds_is_a_value_handed_around(cells: dict[int, str], found: str) -> None:
+    """Round 127: a helper with a loop kept in ``torch.nn.functional.tf32_notes`` (a dict) or in
+    ``typing.EXCLUDED_ATTRIBUTES`` (a list), and called from there by the answer, which read nothing else."""
+    loops = python_loops(cells, "segment_sum", modules=LAB_MODULES)
+    assert any(found in loop for loop in loops), loops
+    assert any("a comprehension in _rows" in loop for loop in loops), loops
+
+
+def test_a_module_s_functions_classes_and_constants_are_pinned() -> None:
+    answer = ("import typing\ndef segment_sum(v: torch.Tensor, ids, n) -> typing.Optional[torch.Tensor]:\n"
+              "    out = v.new_zeros((n, v.shape[1]), dtype=torch.float32 if math.pi > 3 else torch.long)\n"
+              "    return F.relu(out.index_add_(0, ids, v)) + torch.inf * 0 + nn.Linear.__name__.count('x')")
+    assert python_loops({3: answer}, "segment_sum", modules=LAB_MODULES) == []
+
+
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:
     """Honest code that failed until round 119: a name bound to what a helper returns (``idx = _last(lengths)``) was
     read as the helper itself, and an object whose method is called inside an argument (``s.idx(n)``) as handed

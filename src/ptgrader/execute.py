@@ -360,10 +360,10 @@ class GuardedExecute(KernelRun, OutputReceiver, Execute):
         for index, cell in graded_test_cells(nb):
             trusted_source = trusted.get(grade_id(cell), "")
             loops, calls = loop_rules(trusted_source), call_rules(trusted_source)
-            broken = [(f"{function} must have no Python loop, and has ", python_loops(cells, function, values))
-                      for function in loops]
+            broken = [(f"{function} must have no Python loop, and has ",
+                       python_loops(cells, function, values, modules)) for function in loops]
             broken += [(f"{function} must not call {callee}, and names it: ",
-                        forbidden_calls(cells, function, callee, module_aliases(modules, callee), values)
+                        forbidden_calls(cells, function, callee, module_aliases(modules, callee), values, modules)
                         + forbidden_values(cells, function, callee, modules, values))
                        for callee, function in calls]
             if report.findings and (loops or calls):

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import enum
 import functools
 import importlib
 import inspect
@@ -822,7 +823,8 @@ class Reached(NamedTuple):
     unpinned: set[str]  # the values handed around it reads (then ``nodes`` holds every definition and lambda)
 
 
-def _reached(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset()) -> Reached | None:
+def _reached(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset(),
+             modules: dict[str, str] | None = None) -> Reached | None:
     """``function`` and everything of the student's it may run (None when no definition of it can be read).
 
     When it reads a value handed around (:func:`_unpinned`), no reading can tell what that value holds (rounds 93
@@ -832,7 +834,7 @@ def _reached(cells: dict[int, str], function: str, lab_values: frozenset[str] = 
     if function not in definitions:
         return None
     found = _walk(function, definitions, uses)
-    unpinned = _unpinned(function, found, definitions, cells, lab_values)
+    unpinned = _unpinned(function, found, definitions, cells, lab_values, modules)
     if unpinned:
         found = _walk(function, definitions, uses, also=sorted(callables)) + _lambdas(cells)
     defined = {name for name, nodes in definitions.items() if any(isinstance(node, _DEFINITIONS) for _, node in nodes)}
@@ -885,7 +887,7 @@ def _walk(function: str, definitions: dict[str, list[tuple[int, ast.AST]]], uses
 
 def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
               definitions: dict[str, list[tuple[int, ast.AST]]], cells: dict[int, str],
-              lab_values: frozenset[str] = frozenset()) -> set[str]:
+              lab_values: frozenset[str] = frozenset(), modules: dict[str, str] | None = None) -> set[str]:
     """The names the reached code reads that hold a value the reading cannot pin down: bound by the student other
     than by a ``def``, a ``class``, an import or a constant (a list filled later, a ``:=``, ``for``, ``match`` or
     ``except`` target, a closure's variable); a class's attribute bound to such a value or set from outside the
@@ -949,9 +951,80 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     # dict, filled by ``origin.update(impl=...)``, read as ``origin["impl"]``; round 111: a test cell's tensor,
     # whose methods did expand_strides' work with torch)
     unpinned |= {f"{name} (a value the lab's cells made)" for name in free & lab_values}
+    # a container or an object a module holds, which any cell may fill (round 127: a loop kept in
+    # torch.nn.functional.tf32_notes, a dict, and torch.broadcast_shapes in typing.EXCLUDED_ATTRIBUTES, a list)
+    roots = {**(modules or {}), **_imported_modules(cells)}
+    unpinned |= {f"{label} (a value a module holds, which any cell may fill)" for _, _, node in found
+                 for label in _module_data(node, roots)}
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
+
+
+def _imported_modules(cells: dict[int, str]) -> dict[str, str]:
+    """Name -> module (or ``module.attribute``) of each name the student's imports bind (``import typing``,
+    ``import torch.nn.functional as G``, ``from torch.nn import functional``)."""
+    found: dict[str, str] = {}
+    for source in cells.values():
+        for tree in _parse(source):
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    found.update({alias.asname or alias.name.split(".")[0]: alias.name if alias.asname
+                                  else alias.name.split(".")[0] for alias in node.names})
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+    return found
+
+
+@functools.cache
+def _constants() -> tuple[type, ...]:
+    """Values a module may hold that no cell can fill: constants of Python and of torch (imported here, when a
+    reading first meets a module's attribute: the grader imports torch only for labs that need it)."""
+    import torch
+
+    return (type(None), bool, int, float, complex, str, bytes, range, torch.dtype, torch.device, torch.layout,
+            torch.memory_format, torch.Size, tuple, frozenset, enum.Enum)
+
+
+def _module_data(node: ast.AST, roots: dict[str, str]) -> Iterator[str]:
+    """Each attribute chain in ``node`` that starts at a name ``roots`` binds to a module and reaches a value other
+    than a module, a class, a function, a descriptor or a constant (:func:`_constants`): a container or an object
+    any cell may fill, read off the modules the grader imports (``inspect.getattr_static``: no module code runs).
+    One the grader cannot read off counts too, and so does a name imported from a module that is such a value."""
+    for inner in ast.walk(node):
+        if not isinstance(inner, (ast.Attribute, ast.Name)) or not isinstance(inner.ctx, ast.Load):
+            continue
+        path: list[str] = []
+        base: ast.expr = inner
+        while isinstance(base, ast.Attribute):
+            path.insert(0, base.attr)
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in roots and not _holds_no_data(roots[base.id], tuple(path)):
+            yield ".".join([base.id, *path])
+
+
+@functools.cache
+def _holds_no_data(dotted: str, path: tuple[str, ...]) -> bool:
+    """Whether ``dotted`` (a module, ``torch.nn.functional``, or a module's attribute, ``typing.Any``), then the
+    attributes ``path``, reach only modules and end at a class, a function, a descriptor or a constant."""
+    try:
+        value: object = importlib.import_module(dotted)
+    except ImportError:
+        head, _, last = dotted.rpartition(".")
+        return bool(head) and _holds_no_data(head, (last, *path))
+    for attribute in path:
+        if not isinstance(value, types.ModuleType):
+            return True  # read off a class, a function or a constant: the value is theirs, not a module's
+        try:
+            value = inspect.getattr_static(value, attribute)
+        except AttributeError:
+            try:
+                value = importlib.import_module(f"{value.__name__}.{attribute}")
+            except ImportError:
+                return False
+    return (isinstance(value, (types.ModuleType, type, staticmethod, classmethod, property, *_constants()))
+            or inspect.isroutine(value) or inspect.isdatadescriptor(value) or callable(value)
+            and not hasattr(value, "__dict__"))
 
 
 def _memoises(decorator: ast.expr) -> bool:
@@ -1189,13 +1262,14 @@ def _handed_on(function: ast.AST, name: str) -> Iterator[int]:
                     yield item.lineno
 
 
-def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset()) -> list[str]:
+def python_loops(cells: dict[int, str], function: str, lab_values: frozenset[str] = frozenset(),
+                 modules: dict[str, str] | None = None) -> list[str]:
     """Where the student's ``function``, or anything of theirs it uses, iterates in Python ([] when nowhere).
 
     ``cells``: cell index -> source of every cell the student could have written. ``lab_values``: the names the
     lab's locked cells (set-up and tests) bind to values that are not modules.
     """
-    reached = _reached(cells, function, lab_values)
+    reached = _reached(cells, function, lab_values, modules)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     classes = {name for name, _, node in reached.nodes if isinstance(node, ast.ClassDef) and _objects_carry_code(node)}
@@ -1305,14 +1379,15 @@ def _mentions(node: ast.AST, callee: str, aliases: frozenset[str] = frozenset())
 
 
 def forbidden_calls(cells: dict[int, str], function: str, callee: str,
-                    aliases: frozenset[str] = frozenset(), lab_values: frozenset[str] = frozenset()) -> list[str]:
+                    aliases: frozenset[str] = frozenset(), lab_values: frozenset[str] = frozenset(),
+                    modules: dict[str, str] | None = None) -> list[str]:
     """Where the student's ``function``, or anything of theirs it uses, names ``callee`` ([] when nowhere).
 
     ``aliases``: other names the lab's own cells bound to it (for ``torch``, the set-up's ``F`` and ``nn``: round
     86's ``torch.broadcast_shapes`` would have been ``F``'s neighbour away), each a mention too. ``lab_values``: as
     for :func:`python_loops`.
     """
-    reached = _reached(cells, function, lab_values)
+    reached = _reached(cells, function, lab_values, modules)
     if reached is None:
         return [f"no definition of {function} that the grader can read"]
     found = [f"{callee} in {name} (notebook cell {index + 1}, line {line})"
@@ -1332,7 +1407,7 @@ def forbidden_values(cells: dict[int, str], function: str, callee: str,
     backward)``, then ``STEPS[0](...)``)."""
     definitions, uses, _ = _graph(cells)
     if function not in definitions or not _unpinned(function, _walk(function, definitions, uses), definitions,
-                                                    cells, lab_values):
+                                                    cells, lab_values, modules):
         return []  # it reads no value handed around: a callable kept elsewhere cannot reach it
     roots = {name: module for name, module in (modules or {}).items()
              if module == callee or module.startswith(f"{callee}.")}
