@@ -104,7 +104,8 @@ class HostileCase:
     policy: bool  # graded with the code policy on (the course default) or off (runtime defences only)
     #: what the submission folder becomes once the notebook is written (a link, a FIFO, an odd name), or None
     arrange: Arrange | None = None
-    #: words the report's ``stopped`` must hold: why the kernel was stopped ("" when any reason will do)
+    #: words the report's ``stopped`` must hold: why the kernel was stopped ("" when any reason will do), or either of
+    #: two joined by " or "
     reason: str = ""
 
     @property
@@ -795,8 +796,10 @@ def cases() -> list[HostileCase]:
         HostileCase("loopback_tcp", _after_test(LOOPBACK_TCP), _all("full"), "", policy=False),
         HostileCase("empty_frames", _after_test(EMPTY_FRAMES), _first_two_full, "stopped", policy=False,
                     reason="a message of more than 64 frames"),
+        # On a loaded host the 6 million frames may take the relay past the cell's 5 s first: either stop holds
+        # (tests/test_relay.py shows the relay's own limit on its own)
         HostileCase("raw_frames", _after_test(RAW_FRAMES), _first_two_full, "stopped", policy=False,
-                    reason="its relay ran out of memory"),
+                    reason="its relay ran out of memory or ran longer than 5 s"),
         HostileCase("frames_past_the_relays_memory", _after_test(FRAMES_PAST_THE_RELAYS_MEMORY), _first_two_full,
                     "stopped", policy=False, reason="connection to the running kernel dropped"),
         HostileCase("socket_replaced_by_a_link", _after_test(SOCKET_REPLACED_BY_A_LINK), _first_two_full, "stopped",
