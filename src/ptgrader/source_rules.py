@@ -1014,7 +1014,9 @@ def _holds_no_data(dotted: str, path: tuple[str, ...]) -> bool:
         return bool(head) and _holds_no_data(head, (last, *path))
     for attribute in path:
         if not isinstance(value, types.ModuleType):
-            return True  # read off a class, a function or a constant: the value is theirs, not a module's
+            # read off a class, a function or a constant: theirs, not a module's (a shorter chain that ends at an
+            # object a module holds is read on its own: _module_data meets every prefix of a chain)
+            return True
         try:
             value = inspect.getattr_static(value, attribute)
         except AttributeError:
