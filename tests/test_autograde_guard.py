@@ -13,6 +13,7 @@ import ast
 import asyncio
 import base64
 import copy
+import functools
 import importlib
 import io
 import json
@@ -31,7 +32,7 @@ import nbformat
 import pytest
 import torch
 
-from ptgrader import cgroups, channel, contract, course, jail
+from ptgrader import cgroups, channel, contract, course, jail, policy
 from ptgrader.course import CourseRecord
 from ptgrader.kernels import (SHELL_SETTINGS, STOP_SIGNAL, TEMP_PREFIX, GraderTemp, IsolatedKernelManager, Isolation,
                               default_limits)
@@ -328,6 +329,11 @@ CHEATS = {
     "from torch.export import register_dataclass": "register_dataclass",
     # round 113: typing caches its aliases by value, and get_args took a student's object back out of one
     "import typing\nx = typing.get_args(typing.Annotated[int, 0.5])[1]": "uses .get_args",
+    # round 128: registries behind public getters, which handed back a helper kept there
+    "import typing\n@typing.overload\ndef f(x):\n    return x": "uses .overload",
+    "from typing import get_overloads as g\nh = g(math.floor)[-1]": "get_overloads",
+    "torch.serialization.add_safe_globals([f])": "uses .add_safe_globals",
+    "h = torch.serialization.get_safe_globals()[-1]": "uses .get_safe_globals",
     # round 122: a format field reads an attribute by a name in a string (a property ran once per row)
     "text = ('{0.walk}' * n).format(rows)": ".format() of a template built at run time",
     "text = '{0.walk}{0.walk}'.format(rows)": ".format() with a field that reads an attribute or an item",
@@ -488,10 +494,9 @@ def test_policy_names_every_torch_registry_of_functions() -> None:
     """Read the installed torch: every public ``register*`` function or method is refused by a name (its own, its
     class's or its module's) or allowed above with a reason. A torch release that adds a registry fails here."""
     unnamed = []
-    for path, relative, parts in _public_torch_files():
-        if set(parts) & FORBIDDEN_ATTRIBUTES:
+    for relative, tree in _public_torch_trees().items():
+        if set(relative.removesuffix(".py").split("/")) & FORBIDDEN_ATTRIBUTES:
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         found = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
         found += [f"{node.name}.{item.name}" for node in tree.body if isinstance(node, ast.ClassDef)
                   for item in node.body if isinstance(item, ast.FunctionDef)]
@@ -509,6 +514,106 @@ def test_policy_names_every_torch_registry_of_functions() -> None:
                     if callable(getattr(module, name, None)) and _registers(name, relative)]
     assert sorted(set(unnamed)) == [], ("refuse a name of each in ptgrader.policy.FORBIDDEN_TORCH_PARTS, or allow it"
                                         f" here: {sorted(set(unnamed))}")
+
+
+#: Public getters of state a module keeps (``test_policy_names_every_getter_of_kept_state``) the policy allows, and why.
+_GETTERS_ALLOWED = {
+    "torch/__init__.py:get_default_device": "a device: a constant",
+    "torch/backends/mha/__init__.py:get_fastpath_enabled": "a bool",
+    "torch/compiler/__init__.py:is_compiling": "a bool",
+    "torch/compiler/__init__.py:is_exporting": "a bool",
+    "torch/cpu/__init__.py:current_stream": "the CPU's one Stream, whose attributes no cell can set (setattr refused, "
+                                            "and an attribute of a call's result cannot be assigned)",
+    "torch/cuda/__init__.py:device_count": "an int",
+    "torch/xpu/__init__.py:device_count": "an int",
+    "torch/mps/__init__.py:get_rng_state": "a new tensor holding the generator's state",
+    "torch/nn/modules/module.py:register_module_": "a handle that removes one hook; hooks on every module are counted "
+                                                   "in each graded test cell (ptchecks.left_hooks)",
+}
+
+
+def test_policy_names_every_getter_of_kept_state() -> None:
+    """Read the modules a solution may import (torch's public ones, and the standard library's that have sources):
+    every public function that returns what a module keeps in a private global, itself or through a private
+    function of torch that does, is refused by a name or allowed above with a reason. Round 128 kept a helper with a
+    loop in typing's overload registry (``@typing.overload``) and in torch's safe globals, and called it as
+    ``typing.get_overloads(math.floor)[-1](...)``: a function the reading pins, handing back what any cell put there."""
+    modules = [module for name in sorted(policy.ALLOWED_IMPORTS - {"torch"})
+               if (module := importlib.import_module(name)).__spec__.origin.endswith(".py")]
+    sources = [(module.__name__, ast.parse(Path(module.__spec__.origin).read_text(encoding="utf-8"))) for module in modules]
+    sources += list(_public_torch_trees().items())
+    public = [(label, tree, node) for label, tree in sources for node in tree.body
+              if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")]
+    called = {name for _, _, node in public for inner in ast.walk(node) if isinstance(inner, ast.Return) and inner.value
+              for call in ast.walk(inner.value) if isinstance(call, ast.Call)
+              and (name := _last_name(call.func)) and name.startswith("_")}
+    getters = _private_getters(called)
+    kept = {f"{label}:{node.name}": {node.name, *label.removesuffix(".py").split("/")} for label, tree, node in public
+            if _returns_kept_state(node, _private_globals(tree), getters)}
+    assert {"typing:get_overloads", "torch/serialization.py:get_safe_globals"} <= set(kept)  # round 128's are read
+    unnamed = [name for name, parts in kept.items() if not parts & FORBIDDEN_ATTRIBUTES
+               and not any(name.startswith(allowed) for allowed in _GETTERS_ALLOWED)]
+    assert unnamed == [], f"refuse a name of each in ptgrader.policy.HANDS_BACK_STORED, or allow it here: {unnamed}"
+
+
+@functools.cache
+def _public_torch_trees() -> dict[str, ast.Module]:
+    """Path relative to site-packages -> syntax tree, of every public module of the installed torch (read once)."""
+    return {relative: ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            for path, relative, _ in _public_torch_files()}
+
+
+def _private_getters(names: set[str]) -> set[str]:
+    """Those of ``names``, private functions of torch's, that some module of torch defines to return what it keeps
+    in a private global (only the files that define one are parsed: all of torch takes seconds more)."""
+    if not names:
+        return set()
+    definition = re.compile(rf"^def ({'|'.join(map(re.escape, sorted(names)))})\(", re.MULTILINE)
+    found = set()
+    for path in sorted(Path(torch.__file__).parent.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if definition.search(text):
+            tree = ast.parse(text)
+            found |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names
+                      and _returns_kept_state(node, _private_globals(tree), set())}
+    return found
+
+
+def _private_globals(tree: ast.Module) -> set[str]:
+    """The private names (``_registry``, not ``__all__``) a module binds at its top."""
+    return {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(target, ast.Name) and target.id.startswith("_") and not target.id.startswith("__")}
+
+
+def _returns_kept_state(function: ast.FunctionDef, kept: set[str], getters: set[str]) -> bool:
+    """Whether ``function`` returns one of the globals ``kept``, or what it holds (``list(_registry[key].values())``,
+    through a local bound to it), or what a call of one of ``getters`` returns."""
+    local = {node.targets[0].id: node.value for node in ast.walk(function)
+             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            held = _held_from(node.value)
+            if held in kept or held in local and _held_from(local[held]) in kept:
+                return True
+            if any(isinstance(call, ast.Call) and _last_name(call.func) in getters for call in ast.walk(node.value)):
+                return True
+    return False
+
+
+def _held_from(value: ast.expr) -> str | None:
+    """The name a value is read from: ``_registry`` for ``_registry[k]``, ``list(_registry)``, ``_registry.get(k)``."""
+    while isinstance(value, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(value, ast.Call):
+            value = value.args[0] if isinstance(value.func, ast.Name) and value.args else value.func
+        else:
+            value = value.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
+def _last_name(function: ast.expr) -> str | None:
+    """``f`` of ``f(...)`` or ``module.f(...)``."""
+    return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
 
 
 #: A name that registers (not one that unregisters); private names are refused by the policy already.

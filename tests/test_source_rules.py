@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 import gc
+import sys
+import types
 from collections.abc import Callable
 
 import pytest
+import torch
 
 from ptgrader.ipython_code import parse
 from ptgrader.source_rules import (
@@ -471,14 +474,36 @@ LAB_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "
              "KEPT.append(_rows)",
           3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(KEPT[-1](v, n))]"},
          "KEPT (a value a module holds"),
+        # round 128: a dict a class of a module holds, read past the class
+        ({2: "def _rows(h, n):\n    return [b for b in range(n)]\n"
+             "torch.distributions.Normal.arg_constraints.setdefault('k', _rows)",
+          3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(torch.distributions.Normal.arg_constraints['k'](v, n))]"},
+         "torch.distributions.Normal.arg_constraints"),
+        ({2: "from torch.distributions import Normal as N\ndef _rows(h, n):\n    return [b for b in range(n)]\n"
+             "N.arg_constraints.update(k=_rows)",
+          3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(N.arg_constraints['k'](v, n))]"},
+         "N.arg_constraints"),
     ],
 )
 def test_a_container_a_module_holds_is_a_value_handed_around(cells: dict[int, str], found: str) -> None:
     """Round 127: a helper with a loop kept in ``torch.nn.functional.tf32_notes`` (a dict) or in
-    ``typing.EXCLUDED_ATTRIBUTES`` (a list), and called from there by the answer, which read nothing else."""
+    ``typing.EXCLUDED_ATTRIBUTES`` (a list), and called from there by the answer, which read nothing else; round 128:
+    in ``torch.distributions.Normal.arg_constraints``, a dict of a class."""
     loops = python_loops(cells, "segment_sum", modules=LAB_MODULES)
     assert any(found in loop for loop in loops), loops
     assert any("a comprehension in _rows" in loop for loop in loops), loops
+
+
+def test_backward_kept_in_a_class_dict_is_read() -> None:
+    """Round 128: a helper calling ``backward`` kept in ``torch.distributions.Normal.arg_constraints`` and called
+    from there inside ``r1_penalty``, which named neither the helper nor ``backward``."""
+    cells = {2: "def _grad(critic, x):\n    critic(x).sum().backward(inputs=[x], create_graph=True)\n"
+                "    return x.grad\ntorch.distributions.Normal.arg_constraints.setdefault(4, _grad)",
+             3: PENALTY.replace("(g,) = torch.autograd.grad(critic(real).sum(), real, create_graph=True)",
+                                "g = torch.distributions.Normal.arg_constraints[4](critic, real)")}
+    found = forbidden_calls(cells, "r1_penalty", "backward", module_aliases(SETUP_MODULES, "backward"),
+                            modules=SETUP_MODULES)
+    assert any("backward in _grad" in where for where in found), found
 
 
 def test_a_module_s_functions_classes_and_constants_are_pinned() -> None:
@@ -486,6 +511,24 @@ def test_a_module_s_functions_classes_and_constants_are_pinned() -> None:
               "    out = v.new_zeros((n, v.shape[1]), dtype=torch.float32 if math.pi > 3 else torch.long)\n"
               "    return F.relu(out.index_add_(0, ids, v)) + torch.inf * 0 + nn.Linear.__name__.count('x')")
     assert python_loops({3: answer}, "segment_sum", modules=LAB_MODULES) == []
+    # round 128: typing's aliases in annotations were read as containers, and an honest answer lost its part
+    hinted = ("import typing\ndef segment_sum(v: typing.Sequence[int], ids: typing.List[int], n: typing.Literal[3],"
+              " f: typing.Callable[..., int] = None) -> typing.Tuple[int, ...]:\n"
+              "    return v.new_zeros((n, v.shape[1])).index_add_(0, ids, v) + torch.float32.is_floating_point * 0")
+    assert python_loops({3: hinted, 4: "def _rows(n):\n    return [b for b in range(n)]"}, "segment_sum",
+                        modules=LAB_MODULES) == []
+
+
+def test_a_tuple_a_module_holds_is_pinned_only_when_what_it_holds_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tuple of lists holds lists: a helper appended to ``HELD[0]`` is fetched as ``HELD[0][-1]``."""
+    held = types.ModuleType("ptgrader_test_held")
+    held.HELD, held.SHAPES = ([],), ((1, 2), torch.float32, "names")
+    monkeypatch.setitem(sys.modules, held.__name__, held)
+    answer = ("import ptgrader_test_held as kept\ndef segment_sum(v, ids, n):\n"
+              "    return v[torch.tensor(kept.HELD[0][-1](v, n))] * len(kept.SHAPES)")
+    loops = python_loops({2: "def _rows(h, n):\n    return [b for b in range(n)]", 3: answer}, "segment_sum")
+    assert any("kept.HELD (a value a module holds" in loop for loop in loops), loops
+    assert not any("kept.SHAPES" in loop for loop in loops), loops
 
 
 def test_a_value_a_helper_returns_and_an_object_read_from_are_not_handed_over() -> None:

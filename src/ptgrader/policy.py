@@ -128,16 +128,25 @@ CHOOSES_MIME = frozenset(
     }
 )
 
-#: What takes objects back out of typing's aliases, which typing caches by value: ``Annotated[int, Half(0.5)]``,
-#: made at the top of a cell with an object of the student's float subclass, is what ``Annotated[int, 0.5]`` gives
-#: any later code, so ``get_args`` handed that object to an answer that never named it (round 113).
-HANDS_BACK_STORED = frozenset({"get_args", "get_origin"})
+#: What takes objects back out of state a library keeps for the whole process, and what puts them there. typing
+#: caches its aliases by value: ``Annotated[int, Half(0.5)]``, made at the top of a cell with an object of the
+#: student's float subclass, is what ``Annotated[int, 0.5]`` gives any later code, so ``get_args`` handed that object
+#: to an answer that never named it (round 113). Registries behind public getters: ``@typing.overload`` keeps a
+#: helper under the module and name it says it has, and ``typing.get_overloads(math.floor)[-1]`` hands it to an answer
+#: that names only typing and math; ``torch.serialization.add_safe_globals`` and ``get_safe_globals`` did the same
+#: (round 128); ``get_default_custom_config_dict`` hands out quantization's own dict. Found by reading the modules a
+#: solution may import for public functions that return what a module keeps in a private global
+#: (``test_policy_names_every_getter_of_kept_state``).
+HANDS_BACK_STORED = frozenset({"get_args", "get_origin", "overload", "get_overloads", "clear_overloads",
+                               "add_safe_globals", "get_safe_globals", "safe_globals", "clear_safe_globals",
+                               "get_default_custom_config_dict"})
 
 #: Why each name of the three lists above is refused, wherever it appears.
 _REFUSED_BECAUSE = {
     **{name: "it evaluates strings or reprs as code" for name in EVALUATES_CODE},
     **{name: "it publishes outputs of a type the cell chooses, the grader's included" for name in CHOOSES_MIME},
-    **{name: "it hands back objects typing's caches stored for other code" for name in HANDS_BACK_STORED},
+    **{name: "it keeps objects for the whole process, or hands back what other code kept there"
+       for name in HANDS_BACK_STORED},
 }
 
 #: Parts of a module path that no import may name.

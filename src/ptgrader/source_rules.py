@@ -71,6 +71,7 @@ import re
 import sys
 import textwrap
 import types
+import typing
 import warnings
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -978,12 +979,14 @@ def _imported_modules(cells: dict[int, str]) -> dict[str, str]:
 
 @functools.cache
 def _constants() -> tuple[type, ...]:
-    """Values a module may hold that no cell can fill: constants of Python and of torch (imported here, when a
-    reading first meets a module's attribute: the grader imports torch only for labs that need it)."""
+    """Values a module may hold that no cell can fill: constants of Python and of torch, and typing's aliases and
+    special forms (``typing.Sequence``, ``typing.Optional``: an annotation, round 128's honest ``expand_strides``)
+    (imported here, when a reading first meets a module's attribute: the grader imports torch only for labs that
+    need it). Tuples and frozensets count when what they hold does (:func:`_holds_nothing_fillable`)."""
     import torch
 
     return (type(None), bool, int, float, complex, str, bytes, range, torch.dtype, torch.device, torch.layout,
-            torch.memory_format, torch.Size, tuple, frozenset, enum.Enum)
+            torch.memory_format, torch.Size, enum.Enum, typing._Final, types.GenericAlias, types.UnionType)
 
 
 def _module_data(node: ast.AST, roots: dict[str, str]) -> Iterator[str]:
@@ -1006,24 +1009,34 @@ def _module_data(node: ast.AST, roots: dict[str, str]) -> Iterator[str]:
 @functools.cache
 def _holds_no_data(dotted: str, path: tuple[str, ...]) -> bool:
     """Whether ``dotted`` (a module, ``torch.nn.functional``, or a module's attribute, ``typing.Any``), then the
-    attributes ``path``, reach only modules and end at a class, a function, a descriptor or a constant."""
+    attributes ``path``, reach only modules, classes, functions, descriptors and constants, each read off what the
+    one before reached: a container a class holds is as fillable as one a module holds (round 128:
+    ``torch.distributions.Normal.arg_constraints.setdefault(k, helper)``, then ``...arg_constraints[k](...)``)."""
     try:
         value: object = importlib.import_module(dotted)
     except ImportError:
         head, _, last = dotted.rpartition(".")
         return bool(head) and _holds_no_data(head, (last, *path))
     for attribute in path:
-        if not isinstance(value, types.ModuleType):
-            # read off a class, a function or a constant: theirs, not a module's (a shorter chain that ends at an
-            # object a module holds is read on its own: _module_data meets every prefix of a chain)
-            return True
         try:
             value = inspect.getattr_static(value, attribute)
-        except AttributeError:
+        except AttributeError:  # a submodule not imported yet; on anything else, what a __getattr__ makes
+            if not isinstance(value, types.ModuleType):
+                return False
             try:
                 value = importlib.import_module(f"{value.__name__}.{attribute}")
             except ImportError:
                 return False
+        if not _holds_nothing_fillable(value):
+            return False
+    return True
+
+
+def _holds_nothing_fillable(value: object) -> bool:
+    """Whether ``value`` is a module, a class, a function, a descriptor or a constant (:func:`_constants`): nothing
+    a cell can put code in, other than through an attribute (which :func:`_holds_no_data` reads on)."""
+    if isinstance(value, (tuple, frozenset)):  # a tuple of lists holds lists
+        return all(_holds_nothing_fillable(item) for item in value)
     return (isinstance(value, (types.ModuleType, type, staticmethod, classmethod, property, *_constants()))
             or inspect.isroutine(value) or inspect.isdatadescriptor(value) or callable(value)
             and not hasattr(value, "__dict__"))
