@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import collections.abc
 import base64
 import copy
 import functools
@@ -40,6 +41,7 @@ from ptgrader.outputs import (MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, decoding_ask
                               make_notebook_safe, make_safe)
 from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
+from ptgrader.source_rules import CLASS_HELD_CONTAINERS
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
 from tests import hostile, html_pages, jail_tools, lab_tools, run_profile
 
@@ -554,6 +556,50 @@ def test_policy_names_every_getter_of_kept_state() -> None:
     unnamed = [name for name, parts in kept.items() if not parts & FORBIDDEN_ATTRIBUTES
                and not any(name.startswith(allowed) for allowed in _GETTERS_ALLOWED)]
     assert unnamed == [], f"refuse a name of each in ptgrader.policy.HANDS_BACK_STORED, or allow it here: {unnamed}"
+
+
+def test_every_container_a_library_class_holds_is_named() -> None:
+    """Read torch's public modules and the standard library's a solution may import: every public name that a class
+    body binds to a container (a dict, list or set), and every such attribute of the classes the imported modules
+    hold (those of private modules they re-export included), is in ``source_rules.CLASS_HELD_CONTAINERS``. Round 129
+    filled ``torch.distributions.Normal.arg_constraints`` and read it through an object of the class,
+    ``Normal(0.0, 1.0).arg_constraints[k](...)``, which no reading resolves to the class."""
+    sources = [ast.parse(Path(module.__spec__.origin).read_text(encoding="utf-8"))
+               for name in sorted(policy.ALLOWED_IMPORTS - {"torch"})
+               if (module := importlib.import_module(name)).__spec__.origin.endswith(".py")]
+    written = {name for tree in [*sources, *_public_torch_trees().values()] for name in _class_containers(tree)}
+    for heavy in ("torch.distributions", "torch.export", "torch.fx", "torch.profiler", "torch.utils.benchmark"):
+        importlib.import_module(heavy)  # what a graded kernel may import, whatever ran before in this worker
+    held = {name for module_name, module in list(sys.modules.items())
+            if module is not None and module_name.split(".")[0] in policy.ALLOWED_IMPORTS
+            and not any(part.startswith("_") for part in module_name.split("."))
+            for value in list(vars(module).values()) if isinstance(value, type)
+            for name, attribute in list(vars(value).items()) if not name.startswith("_")
+            and isinstance(attribute, (collections.abc.MutableMapping, collections.abc.MutableSequence,
+                                       collections.abc.MutableSet))}
+    assert "arg_constraints" in written & held  # round 129's, found both ways
+    missing = sorted((written | held) - CLASS_HELD_CONTAINERS)
+    assert missing == [], f"add these to ptgrader.source_rules.CLASS_HELD_CONTAINERS: {missing}"
+
+
+#: Calls that make an empty or filled container in a class body (``cache = {}`` or ``cache = dict()``).
+_CONTAINER_MAKERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",
+                               "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"})
+
+
+def _class_containers(tree: ast.Module) -> set[str]:
+    """The public names a class body in ``tree`` binds to a container display or a container made by a call."""
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in node.body:
+            value = item.value if isinstance(item, (ast.Assign, ast.AnnAssign)) else None
+            made = isinstance(value, ast.Call) and _last_name(value.func) in _CONTAINER_MAKERS
+            if made or isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                found |= {target.id for target in targets if isinstance(target, ast.Name) and not target.id.startswith("_")}
+    return found
 
 
 @functools.cache

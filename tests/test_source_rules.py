@@ -483,6 +483,17 @@ LAB_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "
              "N.arg_constraints.update(k=_rows)",
           3: "def segment_sum(v, ids, n):\n    return v[torch.tensor(N.arg_constraints['k'](v, n))]"},
          "N.arg_constraints"),
+        # round 129: the same dict read through an object of the class, and through a tuple holding the class
+        ({2: "def _rows(h, n):\n    return [b for b in range(n)]\n"
+             "torch.distributions.Normal.arg_constraints.setdefault('k', _rows)",
+          3: "def segment_sum(v, ids, n):\n    normal = torch.distributions.Normal(0.0, 1.0, validate_args=False)\n"
+             "    return v[torch.tensor(normal.arg_constraints['k'](v, n))]"},
+         ".arg_constraints (a container classes of the libraries hold"),
+        ({2: "def _rows(h, n):\n    return [b for b in range(n)]\n"
+             "torch.distributions.Normal.arg_constraints.setdefault('k', _rows)",
+          3: "def segment_sum(v, ids, n):\n"
+             "    return v[torch.tensor((torch.distributions.Normal,)[0].arg_constraints['k'](v, n))]"},
+         ".arg_constraints (a container classes of the libraries hold"),
     ],
 )
 def test_a_container_a_module_holds_is_a_value_handed_around(cells: dict[int, str], found: str) -> None:
