@@ -41,7 +41,7 @@ from ptgrader.outputs import (MAX_IMAGE_DECODING, MAX_IMAGE_HEIGHT, decoding_ask
                               make_notebook_safe, make_safe)
 from ptgrader.safe_html import FORMAT_CHARACTERS, ShowFormatCharacters, keep_grading_metadata
 from ptgrader.policy import FORBIDDEN_ATTRIBUTES, LabNames, scan_cell, setup_module_names
-from ptgrader.source_rules import CLASS_HELD_CONTAINERS
+from ptgrader.library_containers import LIBRARY_CONTAINERS
 from ptgrader.processes import ProcessesSurvived, kill_until_gone
 from tests import hostile, html_pages, jail_tools, lab_tools, run_profile
 
@@ -336,6 +336,9 @@ CHEATS = {
     "from typing import get_overloads as g\nh = g(math.floor)[-1]": "get_overloads",
     "torch.serialization.add_safe_globals([f])": "uses .add_safe_globals",
     "h = torch.serialization.get_safe_globals()[-1]": "uses .get_safe_globals",
+    # round 130: a chain of attributes that starts at a module a call hands out
+    "f = torch.get_device_module('cpu').torch.nn.functional": "uses .get_device_module",
+    "t = torch.serialization.normalize_storage_type(kind).nn": "uses .normalize_storage_type",
     # round 122: a format field reads an attribute by a name in a string (a property ran once per row)
     "text = ('{0.walk}' * n).format(rows)": ".format() of a template built at run time",
     "text = '{0.walk}{0.walk}'.format(rows)": ".format() with a field that reads an attribute or an item",
@@ -558,48 +561,111 @@ def test_policy_names_every_getter_of_kept_state() -> None:
     assert unnamed == [], f"refuse a name of each in ptgrader.policy.HANDS_BACK_STORED, or allow it here: {unnamed}"
 
 
-def test_every_container_a_library_class_holds_is_named() -> None:
-    """Read torch's public modules and the standard library's a solution may import: every public name that a class
-    body binds to a container (a dict, list or set), and every such attribute of the classes the imported modules
-    hold (those of private modules they re-export included), is in ``source_rules.CLASS_HELD_CONTAINERS``. Round 129
-    filled ``torch.distributions.Normal.arg_constraints`` and read it through an object of the class,
-    ``Normal(0.0, 1.0).arg_constraints[k](...)``, which no reading resolves to the class."""
+def test_every_container_a_library_holds_is_named() -> None:
+    """Read torch's public modules and the standard library's a solution may import: every public name that a module
+    or a class body binds to a container (a dict, list or set), and every such attribute of the modules imported and
+    of the classes they hold (those of private modules they re-export included), is in ``LIBRARY_CONTAINERS``. Round
+    129 filled ``torch.distributions.Normal.arg_constraints`` and read it through an object of the class; round 130 read
+    ``torch.nn.functional.tf32_notes`` through the module ``torch.get_device_module("cpu").torch``: no reading
+    resolves such a base, so the names are what the reading knows."""
     sources = [ast.parse(Path(module.__spec__.origin).read_text(encoding="utf-8"))
                for name in sorted(policy.ALLOWED_IMPORTS - {"torch"})
                if (module := importlib.import_module(name)).__spec__.origin.endswith(".py")]
-    written = {name for tree in [*sources, *_public_torch_trees().values()] for name in _class_containers(tree)}
+    written = {name for tree in [*sources, *_public_torch_trees().values()] for name in _containers_bound(tree)}
     for heavy in ("torch.distributions", "torch.export", "torch.fx", "torch.profiler", "torch.utils.benchmark"):
         importlib.import_module(heavy)  # what a graded kernel may import, whatever ran before in this worker
-    held = {name for module_name, module in list(sys.modules.items())
-            if module is not None and module_name.split(".")[0] in policy.ALLOWED_IMPORTS
-            and not any(part.startswith("_") for part in module_name.split("."))
-            for value in list(vars(module).values()) if isinstance(value, type)
-            for name, attribute in list(vars(value).items()) if not name.startswith("_")
-            and isinstance(attribute, (collections.abc.MutableMapping, collections.abc.MutableSequence,
-                                       collections.abc.MutableSet))}
-    assert "arg_constraints" in written & held  # round 129's, found both ways
-    missing = sorted((written | held) - CLASS_HELD_CONTAINERS)
-    assert missing == [], f"add these to ptgrader.source_rules.CLASS_HELD_CONTAINERS: {missing}"
+    modules = [module for module_name, module in list(sys.modules.items())
+               if module is not None and module_name.split(".")[0] in policy.ALLOWED_IMPORTS
+               and not any(part.startswith("_") for part in module_name.split("."))]
+    holders = [*modules, *(value for module in modules for value in list(vars(module).values()) if isinstance(value, type))]
+    held = {name for holder in holders for name, value in list(vars(holder).items()) if not name.startswith("_")
+            and isinstance(value, (collections.abc.MutableMapping, collections.abc.MutableSequence,
+                                   collections.abc.MutableSet))}
+    assert "arg_constraints" in written & held and "tf32_notes" in held  # rounds 129 and 130's
+    missing = sorted((written | held) - LIBRARY_CONTAINERS)
+    assert missing == [], f"add these to ptgrader.library_containers.LIBRARY_CONTAINERS: {missing}"
+    common = {name for kind in (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, dict, list) for name in dir(kind)}
+    assert sorted(LIBRARY_CONTAINERS & common) == []  # an honest answer's attributes stay pinned
 
 
-#: Calls that make an empty or filled container in a class body (``cache = {}`` or ``cache = dict()``).
+#: Calls that make an empty or filled container (``cache = {}`` or ``cache = dict()``).
 _CONTAINER_MAKERS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",
                                "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"})
 
 
-def _class_containers(tree: ast.Module) -> set[str]:
-    """The public names a class body in ``tree`` binds to a container display or a container made by a call."""
+def _containers_bound(tree: ast.Module) -> set[str]:
+    """The public names that the top of ``tree``, or a class body in it, binds to a container display or a container
+    made by a call."""
     found = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
-        for item in node.body:
-            value = item.value if isinstance(item, (ast.Assign, ast.AnnAssign)) else None
-            made = isinstance(value, ast.Call) and _last_name(value.func) in _CONTAINER_MAKERS
-            if made or isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
-                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
-                found |= {target.id for target in targets if isinstance(target, ast.Name) and not target.id.startswith("_")}
+    bodies = [tree.body, *(node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef))]
+    for item in (item for body in bodies for item in body):
+        value = item.value if isinstance(item, (ast.Assign, ast.AnnAssign)) else None
+        made = isinstance(value, ast.Call) and _last_name(value.func) in _CONTAINER_MAKERS
+        if made or isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+            targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+            found |= {target.id for target in targets if isinstance(target, ast.Name) and not target.id.startswith("_")}
     return found
+
+
+def test_policy_names_every_torch_function_that_hands_out_a_module() -> None:
+    """Read torch's public modules: every public function that returns a module (``getattr`` of a module, an
+    ``import_module``, or an attribute chain that resolves to one, directly or through a local) is refused by a name.
+    Round 130 started a chain at ``torch.get_device_module("cpu")`` and reached Python's ``open`` and a dict of torch's
+    that no reading resolved."""
+    found = []
+    for relative, tree in _public_torch_trees().items():
+        imported = _imported_modules(tree)
+        for function in tree.body:
+            if isinstance(function, ast.FunctionDef) and not function.name.startswith("_"):
+                if any(_hands_out_a_module(value, imported) for value in _returned(function)):
+                    found.append((relative, function.name))
+    assert ("torch/__init__.py", "get_device_module") in found  # round 130's
+    unnamed = [f"{relative}:{name}" for relative, name in found
+               if name not in FORBIDDEN_ATTRIBUTES and not set(relative.removesuffix(".py").split("/")) & FORBIDDEN_ATTRIBUTES]
+    assert unnamed == [], f"refuse a name of each in ptgrader.policy.HANDS_OUT_MODULES: {unnamed}"
+
+
+def _imported_modules(tree: ast.Module) -> dict[str, str]:
+    """Name -> module (or ``module.name``) of each import at the top of ``tree``."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {alias.asname or alias.name.split(".")[0]: alias.name if alias.asname else alias.name.split(".")[0]
+                      for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _returned(function: ast.FunctionDef) -> list[ast.expr]:
+    """What ``function`` returns, a local name replaced by the value it was bound to."""
+    local = {node.targets[0].id: node.value for node in ast.walk(function)
+             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    values = [node.value for node in ast.walk(function) if isinstance(node, ast.Return) and node.value is not None]
+    return [local.get(value.id, value) if isinstance(value, ast.Name) else value for value in values]
+
+
+def _hands_out_a_module(value: ast.expr, imported: dict[str, str]) -> bool:
+    """Whether ``value`` is ``getattr`` of an imported module, an ``import_module``, or a chain of attributes from an
+    imported module that ends at a module (read off the installed modules without running their code)."""
+    if isinstance(value, ast.Call):
+        named = _last_name(value.func)
+        return named in ("import_module", "__import__") or (
+            named == "getattr" and bool(value.args) and isinstance(value.args[0], ast.Name)
+            and value.args[0].id in imported)
+    path = []
+    while isinstance(value, ast.Attribute):
+        path.insert(0, value.attr)
+        value = value.value
+    if not isinstance(value, ast.Name) or value.id not in imported:
+        return False
+    try:
+        found: object = importlib.import_module(imported[value.id])
+        for attribute in path:
+            found = getattr(found, attribute) if isinstance(found, type(torch)) else None
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(found, type(torch)) and bool(path)
 
 
 @functools.cache

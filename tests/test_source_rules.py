@@ -488,12 +488,17 @@ LAB_MODULES = {"torch": "torch", "F": "torch.nn.functional", "nn": "torch.nn", "
              "torch.distributions.Normal.arg_constraints.setdefault('k', _rows)",
           3: "def segment_sum(v, ids, n):\n    normal = torch.distributions.Normal(0.0, 1.0, validate_args=False)\n"
              "    return v[torch.tensor(normal.arg_constraints['k'](v, n))]"},
-         ".arg_constraints (a container classes of the libraries hold"),
+         ".arg_constraints (a container a library holds"),
         ({2: "def _rows(h, n):\n    return [b for b in range(n)]\n"
              "torch.distributions.Normal.arg_constraints.setdefault('k', _rows)",
           3: "def segment_sum(v, ids, n):\n"
              "    return v[torch.tensor((torch.distributions.Normal,)[0].arg_constraints['k'](v, n))]"},
-         ".arg_constraints (a container classes of the libraries hold"),
+         ".arg_constraints (a container a library holds"),
+        # round 130: a dict a module holds, read through a module a call hands out
+        ({2: "def _rows(h, n):\n    return [b for b in range(n)]\nF.tf32_notes.setdefault(2, _rows)",
+          3: "def segment_sum(v, ids, n):\n"
+             "    return v[torch.tensor(torch.get_device_module('cpu').torch.nn.functional.tf32_notes[2](v, n))]"},
+         ".tf32_notes (a container a library holds"),
     ],
 )
 def test_a_container_a_module_holds_is_a_value_handed_around(cells: dict[int, str], found: str) -> None:

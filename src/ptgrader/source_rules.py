@@ -77,6 +77,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .ipython_code import as_python, parse
+from .library_containers import LIBRARY_CONTAINERS
 from .policy import _BY_NAME, _TIMER_CODE, ALLOWED_MAGICS, _last_name, _magic_code, root_name
 
 
@@ -957,38 +958,23 @@ def _unpinned(function: str, found: list[tuple[str, int, ast.AST]],
     roots = {**(modules or {}), **_imported_modules(cells)}
     unpinned |= {f"{label} (a value a module holds, which any cell may fill)" for _, _, node in found
                  for label in _module_data(node, roots)}
-    # ...and a container a class of theirs holds, read through anything but a module (which _module_data resolves),
-    # which no reading can resolve to the class (round 129: ``torch.distributions.Normal(0.0, 1.0).arg_constraints[k]
-    # (...)`` and ``(Normal,)[0].arg_constraints[k](...)``)
-    unpinned |= {f".{name} (a container classes of the libraries hold, which any cell may fill)"
+    # ...and a container a library holds, read through anything but a module name (which _module_data resolves):
+    # an object of a class (round 129: ``torch.distributions.Normal(0.0, 1.0).arg_constraints[k](...)``, and
+    # ``(Normal,)[0]...``), a module a call hands out (round 130: ``torch.get_device_module("cpu").torch.nn.functional
+    # .tf32_notes[k](...)``)
+    unpinned |= {f".{name} (a container a library holds, which any cell may fill)"
                  for _, _, node in found for inner in ast.walk(node)
-                 if (name := _class_held_container(inner, roots))}
+                 if (name := _library_container(inner, roots))}
     return unpinned | {name for name in free & student
                        if not definitions.get(name) or name in rebound
                        or not all(_pinned(node, student, read_only) for _, node in definitions[name])}
 
 
-#: The names of the containers (dicts, lists, sets) that classes of torch and of the standard library modules a
-#: solution may import hold in their own bodies, public ones: what any cell may fill through an object of the
-#: class, whatever the expression that reaches it (``test_every_container_a_library_class_holds_is_named`` reads
-#: torch and those modules again, and names any new one). Common words among them (``cache``, ``env``, ``kwargs``)
-#: make an answer that reads such an attribute of its own read everything: still right when nothing else loops.
-CLASS_HELD_CONTAINERS = frozenset(
-    {
-        "OPERATOR_HANDLES", "arg_constraints", "augassign_map", "backend_capability", "backend_list",
-        "backend_type_map", "binary_magic_method_remap", "binop_map", "boolop_map", "cache", "cache_bypasses",
-        "cmpop_map", "default_assumptions", "default_device_backend_map", "dispatch", "env", "functions", "kwargs",
-        "lift_fns",
-        "node_to_latency_mapping", "node_to_partition_mapping", "ops_table", "partition_to_logical_device_mapping",
-        "session_streams", "unop_map",
-    }
-)
-
-
-def _class_held_container(node: ast.AST, roots: dict[str, str]) -> str | None:
-    """The name of :data:`CLASS_HELD_CONTAINERS` that ``node`` reads as an attribute not reached from a module of
-    ``roots`` (``functools.cache`` is a function; ``getattr(x, "env")`` is read as ``x.env``)."""
-    if not isinstance(node, ast.Attribute) or node.attr not in CLASS_HELD_CONTAINERS:
+def _library_container(node: ast.AST, roots: dict[str, str]) -> str | None:
+    """The name of :data:`~ptgrader.library_containers.LIBRARY_CONTAINERS` that ``node`` reads as an attribute not
+    reached from a module of ``roots``, which :func:`_module_data` resolves (``functools.cache`` is a function;
+    ``getattr(x, "env")`` is read as ``x.env``)."""
+    if not isinstance(node, ast.Attribute) or node.attr not in LIBRARY_CONTAINERS:
         return None
     base: ast.expr = node.value
     while isinstance(base, ast.Attribute):
