@@ -647,25 +647,20 @@ def _returned(function: ast.FunctionDef) -> list[ast.expr]:
 
 def _hands_out_a_module(value: ast.expr, imported: dict[str, str]) -> bool:
     """Whether ``value`` is ``getattr`` of an imported module, an ``import_module``, or a chain of attributes from an
-    imported module that ends at a module (read off the installed modules without running their code)."""
+    imported module that ends at a module (the installed modules, imported)."""
     if isinstance(value, ast.Call):
         named = _last_name(value.func)
         return named in ("import_module", "__import__") or (
             named == "getattr" and bool(value.args) and isinstance(value.args[0], ast.Name)
             and value.args[0].id in imported)
-    path = []
-    while isinstance(value, ast.Attribute):
-        path.insert(0, value.attr)
-        value = value.value
-    if not isinstance(value, ast.Name) or value.id not in imported:
+    head, *path = ast.unparse(value).split(".") if isinstance(value, ast.Attribute) else ("",)
+    if head not in imported or not path or not all(part.isidentifier() for part in path):
         return False
     try:
-        found: object = importlib.import_module(imported[value.id])
-        for attribute in path:
-            found = getattr(found, attribute) if isinstance(found, type(torch)) else None
+        found = functools.reduce(getattr, path, importlib.import_module(imported[head]))
     except (ImportError, AttributeError):
         return False
-    return isinstance(found, type(torch)) and bool(path)
+    return isinstance(found, type(torch))
 
 
 @functools.cache
