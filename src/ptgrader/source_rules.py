@@ -976,9 +976,7 @@ def _library_container(node: ast.AST, roots: dict[str, str]) -> str | None:
     ``getattr(x, "env")`` is read as ``x.env``)."""
     if not isinstance(node, ast.Attribute) or node.attr not in LIBRARY_CONTAINERS:
         return None
-    base: ast.expr = node.value
-    while isinstance(base, ast.Attribute):
-        base = base.value
+    base, _ = _chain(node)
     return None if isinstance(base, ast.Name) and base.id in roots else node.attr
 
 
@@ -1017,13 +1015,19 @@ def _module_data(node: ast.AST, roots: dict[str, str]) -> Iterator[str]:
     for inner in ast.walk(node):
         if not isinstance(inner, (ast.Attribute, ast.Name)) or not isinstance(inner.ctx, ast.Load):
             continue
-        path: list[str] = []
-        base: ast.expr = inner
-        while isinstance(base, ast.Attribute):
-            path.insert(0, base.attr)
-            base = base.value
-        if isinstance(base, ast.Name) and base.id in roots and not _holds_no_data(roots[base.id], tuple(path)):
+        base, path = _chain(inner)
+        if isinstance(base, ast.Name) and base.id in roots and not _holds_no_data(roots[base.id], path):
             yield ".".join([base.id, *path])
+
+
+def _chain(node: ast.expr) -> tuple[ast.expr, tuple[str, ...]]:
+    """The expression an attribute chain starts at, and the attributes it reads: ``(torch, ("nn", "functional"))``
+    for ``torch.nn.functional``, ``(Normal(...), ("arg_constraints",))`` for ``Normal(...).arg_constraints``."""
+    path: list[str] = []
+    while isinstance(node, ast.Attribute):
+        path.insert(0, node.attr)
+        node = node.value
+    return node, tuple(path)
 
 
 @functools.cache
